@@ -1,0 +1,183 @@
+"""Cut a Kineto trace stream into JSON arrays of whole events, and recover its top-level keys.
+
+libkineto pretty-prints every event as a block that starts with ``"  {"`` at two spaces of indent,
+so ``"\\n  },\\n  {"`` only ever separates two top-level events: a raw newline cannot occur inside
+a JSON string and nested objects are indented deeper. Cutting there lets a trace of any size be
+parsed in bounded pieces without a byte-by-byte scan in Python. Traces written by other tools
+(compact one-line JSON) have no such separator and are decoded whole once they end.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import orjson
+from isal import igzip, isal_zlib
+
+EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+KINETO_BOUNDARY = b"\n  },\n  {"
+_COMPACT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_MAX_SALVAGE_TRIES = 64
+_READ_BLOCK = 8 << 20
+_STREAM_ERRORS = (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
+
+
+@dataclass(frozen=True)
+class StreamProblem:
+    """Something wrong with a trace file, found while reading it."""
+
+    code: str
+    message: str
+    severity: str = "error"
+
+
+@dataclass
+class TraceEnvelope:
+    """What surrounds the events: top-level keys, problems met, and bytes read."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+    problems: list[StreamProblem] = field(default_factory=list)
+    bytes_read: int = 0
+    has_events_key: bool = False
+
+
+def open_decompressed(raw: IO[bytes]) -> IO[bytes]:
+    """Wrap ``raw`` in a gzip decoder when it starts with the gzip magic bytes, whatever its name."""
+    head = raw.read(2)
+    raw.seek(0)
+    if head == b"\x1f\x8b":
+        return igzip.IGzipFile(fileobj=raw, mode="rb")
+    return raw
+
+
+def sanitize_utf8(data: bytes) -> tuple[bytes, int]:
+    """Return ``data`` with invalid UTF-8 replaced by U+FFFD, and how many replacements were made."""
+    text = data.decode("utf-8", errors="replace")
+    replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
+    return text.encode("utf-8"), replaced
+
+
+class EventChunker:
+    """Iterate over JSON-array chunks of whole events; ``envelope`` is complete once iteration ends.
+
+    Args:
+        stream: decompressed trace bytes.
+        chunk_bytes: target chunk size; a chunk is cut at the last event boundary past this size.
+    """
+
+    def __init__(self, stream: IO[bytes], *, chunk_bytes: int) -> None:
+        self._stream = stream
+        self._chunk_bytes = chunk_bytes
+        self._header = b""
+        self.envelope = TraceEnvelope()
+
+    def _read(self) -> bytes:
+        """Next block of bytes; ``b""`` at the end or when the stream breaks (recorded as a problem)."""
+        try:
+            block = self._stream.read(_READ_BLOCK)
+        except EOFError:
+            self._problem("truncated_gzip", "gzip stream ends before its end-of-stream marker")
+            return b""
+        except _STREAM_ERRORS as exc:
+            self._problem("corrupt_gzip", f"gzip data is corrupt ({exc})")
+            return b""
+        self.envelope.bytes_read += len(block)
+        return block
+
+    def _problem(self, code: str, message: str, severity: str = "error") -> None:
+        self.envelope.problems.append(StreamProblem(code, message, severity))
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = bytearray()
+        match = None
+        while match is None:
+            block = self._read()
+            if not block:
+                yield from self._finish_without_events_key(bytes(buf))
+                return
+            search_from = max(0, len(buf) - 32)
+            buf += block
+            match = EVENTS_KEY.search(buf, search_from)
+        self.envelope.has_events_key = True
+        self._header = bytes(buf[: match.start()])
+        prefix = bytes(buf[: match.end()])
+        del buf[: match.end()]
+
+        kineto_layout = True
+        while block := self._read():
+            buf += block
+            if kineto_layout and len(buf) >= self._chunk_bytes:
+                cut = buf.rfind(KINETO_BOUNDARY)
+                if cut < 0:
+                    kineto_layout = False  # compact JSON: decoded whole at the end
+                    continue
+                yield b"[" + bytes(buf[: cut + 4]) + b"]"
+                del buf[: cut + len(KINETO_BOUNDARY) - 1]
+        yield from self._finish(prefix, bytes(buf))
+
+    def _finish(self, prefix: bytes, tail: bytes) -> Iterator[bytes]:
+        """Decode the last events together with the keys that follow ``traceEvents``."""
+        document = self._decode(prefix + tail)
+        if isinstance(document, dict) and isinstance(document.get("traceEvents"), list):
+            events = document.pop("traceEvents")
+            self.envelope.metadata = document
+            if events:
+                yield orjson.dumps(events)
+            return
+        if not any(p.code.startswith(("truncated", "corrupt")) for p in self.envelope.problems):
+            self._problem("truncated_json", f"JSON ends early or is malformed after byte {self.envelope.bytes_read}")
+        self.envelope.metadata = self._decode(self._header + b'"traceEvents": []}') or {}
+        self.envelope.metadata.pop("traceEvents", None)
+        salvaged = self._salvage(tail)
+        if salvaged:
+            yield salvaged
+
+    def _finish_without_events_key(self, data: bytes) -> Iterator[bytes]:
+        """A stream with no ``traceEvents`` key: empty, not JSON, or JSON of another kind."""
+        if not data.strip():
+            if not self.envelope.problems:
+                self._problem("empty_file", "file is empty")
+            return
+        document = self._decode(data)
+        if document is None:
+            if not self.envelope.problems:
+                self._problem("invalid_json", "not valid JSON (no traceEvents key found before the data ends)")
+            return
+        keys = ", ".join(list(document)[:6]) if isinstance(document, dict) else type(document).__name__
+        self._problem("not_a_kineto_trace", f"valid JSON but not a Kineto trace: no traceEvents (found: {keys})")
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    def _decode(self, data: bytes) -> Any:
+        """orjson-decode ``data``; on invalid UTF-8 decode a repaired copy and record it; None if invalid."""
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            repaired, count = sanitize_utf8(data)
+            try:
+                document = orjson.loads(repaired)
+            except orjson.JSONDecodeError:
+                return None
+            self._problem("invalid_utf8", f"{count} invalid UTF-8 byte sequences replaced by U+FFFD", "warning")
+            return document
+        return None
+
+    def _salvage(self, tail: bytes) -> bytes | None:
+        """The longest prefix of ``tail`` that is a run of whole events, as a JSON array."""
+        cut = tail.rfind(KINETO_BOUNDARY)
+        candidates = [cut + 4] if cut >= 0 else []
+        ends = [m.start() + 1 for m in _COMPACT_BOUNDARY.finditer(tail)]
+        candidates += ends[::-1][:_MAX_SALVAGE_TRIES]
+        for end in candidates:
+            chunk = b"[" + tail[:end] + b"]"
+            if self._decode(chunk) is not None:
+                return chunk
+        return None

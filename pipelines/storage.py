@@ -1,0 +1,66 @@
+"""fsspec filesystems from URLs, with S3 settings taken from the standard AWS environment."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+_SECRET_KEYS = ("secret", "token", "password", "key")
+
+
+def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return fsspec options for ``url``: explicit ``options`` win over the AWS environment.
+
+    s3fs reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY itself; the endpoint is passed
+    explicitly because not every botocore build honours AWS_ENDPOINT_URL, and only the endpoint
+    goes in client_kwargs (a region there makes bucket creation fail on S3-compatible servers).
+    """
+    merged = dict(options or {})
+    if url.startswith(("s3://", "s3a://")):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        client_kwargs = dict(merged.get("client_kwargs") or {})
+        if endpoint and "endpoint_url" not in client_kwargs and "endpoint_url" not in merged:
+            client_kwargs["endpoint_url"] = endpoint
+        if client_kwargs:
+            merged["client_kwargs"] = client_kwargs
+    return merged
+
+
+def filesystem(url: str, options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """Return ``(filesystem, path)`` for a local path or fsspec URL."""
+    fs, path = url_to_fs(url, **storage_options_for(url, options))
+    return fs, path.rstrip("/") or path
+
+
+def join(url: str, *parts: str) -> str:
+    """Join path segments onto a URL or local path with ``/``."""
+    return "/".join([url.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def full_url(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """Return the URL a user would type for ``path`` on ``fs`` (``s3://b/k`` or a local path)."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    if protocol in ("file", "local"):
+        return path
+    return fs.unstrip_protocol(path)
+
+
+def redact(text: str) -> str:
+    """Remove anything that looks like a credential from a message before it is shown or stored."""
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
+        value = os.environ.get(name)
+        if value:
+            text = text.replace(value, "***")
+    return re.sub(r"(?i)((?:secret|token|password|key)[\w-]*['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+", r"\1***", text)
+
+
+def redact_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Copy of fsspec options with secret values replaced, for logs and metadata."""
+    return {
+        k: ("***" if any(s in k.lower() for s in _SECRET_KEYS) else v)
+        for k, v in options.items()
+    }

@@ -1,0 +1,178 @@
+"""The raw tables: which events each holds and how its typed columns come out of ``args``.
+
+Each entry is the column list of one ``select ... from events where route = <table>``; the
+``events`` table and its ``route`` column are built by :mod:`pipelines.parse`. ``$base_ns`` turns
+trace-relative microseconds into absolute Unix nanoseconds (0 for legacy absolute-µs traces).
+Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
+"""
+
+from __future__ import annotations
+
+TS_NS = "$base_ns + cast(ts * 1000 as bigint)"
+DUR_NS = "cast(dur * 1000 as bigint)"
+
+_SLICE = f"""
+    event_idx,
+    pid,
+    tid,
+    name,
+    cat,
+    {TS_NS} as ts_ns,
+    {DUR_NS} as dur_ns,
+    {TS_NS} + {DUR_NS} as end_ns"""
+
+_DEVICE_ACTIVITY = """
+    args.device as device,
+    try_cast(args.stream as bigint) as stream,
+    args.correlation as correlation,
+    args."External id" as external_id,
+    args.context as context"""
+
+_COLLECTIVE = """
+    args."Collective name" as collective_name,
+    args."In msg nelems" as in_msg_nelems,
+    args."Out msg nelems" as out_msg_nelems,
+    args."In msg size" as in_msg_size,
+    args."Out msg size" as out_msg_size,
+    args."Group size" as group_size,
+    args.dtype as dtype,
+    args."In split size" as in_split_size,
+    args."Out split size" as out_split_size,
+    coalesce(args."Process Group Name", args."Process Group ID") as process_group_name,
+    args."Process Group Description" as process_group_desc,
+    args."Process Group Ranks" as process_group_ranks,
+    args.Seq as seq"""
+
+# grid/block are JSON arrays, or a JSON string holding one (ROCm runtime args).
+_XYZ = "try_cast((case when json_type({j}) = 'VARCHAR' then json({j} ->> '$') else {j} end) ->> '$[{i}]' as bigint)"
+
+
+def _xyz(arg: str, prefix: str) -> str:
+    return ",\n".join(
+        f"    {_XYZ.format(j=f'args.{arg}', i=i)} as {prefix}_{axis}" for i, axis in enumerate("xyz")
+    )
+
+
+RAW_TABLE_COLUMNS: dict[str, str] = {
+    "kernels": f"""{_SLICE},{_DEVICE_ACTIVITY},
+    args.queued as queued,
+    args."registers per thread" as registers_per_thread,
+    args."shared memory" as shared_memory_bytes,
+    args."blocks per SM" as blocks_per_sm,
+    args."warps per SM" as warps_per_sm,
+    args."est. achieved occupancy %" as est_achieved_occupancy_pct,
+{_xyz("grid", "grid")},
+{_xyz("block", "block")},
+    args.kind as kind,{_COLLECTIVE}""",
+    "gpu_memcpy": f"""{_SLICE},{_DEVICE_ACTIVITY},
+    args."copy bytes" as bytes,
+    args."memory bandwidth (GB/s)" as memory_bandwidth_gbps""",
+    "gpu_memset": f"""{_SLICE},{_DEVICE_ACTIVITY},
+    args."copy bytes" as bytes,
+    args."memory bandwidth (GB/s)" as memory_bandwidth_gbps""",
+    "gpu_syncs": f"""{_SLICE},{_DEVICE_ACTIVITY},
+    args.cuda_sync_kind as sync_kind,
+    args.wait_on_stream as wait_on_stream,
+    args.wait_on_cuda_event_record_corr_id as wait_on_event_record_correlation,
+    args.wait_on_cuda_event_id as wait_on_event_id""",
+    "runtime_calls": f"""{_SLICE},
+    args.correlation as correlation,
+    args."External id" as external_id,
+    args.cbid as cbid,
+    args.device as device,
+    try_cast(args.stream as bigint) as stream,
+    args.kernel as kernel_name""",
+    "cpu_ops": f"""{_SLICE},
+    args."External id" as external_id,
+    args."Record function id" as record_function_id,
+    args."Sequence number" as sequence_number,
+    args."Fwd thread id" as fwd_thread_id,
+    coalesce(args."Ev Idx", args."Profiler Event Index") as ev_idx,
+    args."Input Dims" as input_dims,
+    args."Input type" as input_types,
+    args."Input Strides" as input_strides,
+    args."Concrete Inputs" as concrete_inputs,
+    args."Call stack" as call_stack,
+    args."Module Hierarchy" as module_hierarchy,
+    args.kernel_backend as kernel_backend,
+    args.kernel_hash as kernel_hash,
+    args."op device" as device,{_COLLECTIVE},
+    args."Global rank start" as global_rank_start,
+    args."Global rank stride" as global_rank_stride""",
+    "annotations": f"""{_SLICE},
+    args."External id" as external_id,
+    args."Record function id" as record_function_id,
+    coalesce(args."Ev Idx", args."Profiler Event Index") as ev_idx,
+    lower(cat) = 'gpu_user_annotation' as on_device,
+    args.device as device,
+    try_cast(args.stream as bigint) as stream""",
+    "python_functions": f"""{_SLICE},
+    args."Python id" as python_id,
+    args."Python parent id" as python_parent_id,
+    args."Python module id" as python_module_id""",
+    "profiler_spans": f"""{_SLICE},
+    args."Op count" as op_count""",
+    "memory_events": f"""
+    event_idx,
+    pid,
+    tid,
+    {TS_NS} as ts_ns,
+    args.Bytes as bytes,
+    args."Total Allocated" as total_allocated_bytes,
+    args."Total Reserved" as total_reserved_bytes,
+    args.Addr as addr,
+    args."Device Type" as device_type,
+    args."Device Id" as device_id,
+    args."Ev Idx" as ev_idx""",
+    "markers": f"""
+    event_idx,
+    pid,
+    tid,
+    name,
+    s as scope,
+    {TS_NS} as ts_ns""",
+    "flows": f"""
+    event_idx,
+    ph,
+    cat,
+    name,
+    id as flow_id,
+    pid,
+    tid,
+    {TS_NS} as ts_ns,
+    bp as binding""",
+    "track_names": """
+    event_idx,
+    pid,
+    tid,
+    name as kind,
+    args.name as value,
+    args.labels as labels,
+    args.sort_index as sort_index""",
+    "other_events": f"""
+    event_idx,
+    ph,
+    cat,
+    name,
+    pid,
+    tid,
+    {TS_NS} as ts_ns,
+    {DUR_NS} as dur_ns""",
+}
+
+# Derived from the events rather than routed: one row per ProfilerStep#N range.
+STEPS_COLUMNS = f"""
+    cast(regexp_extract(name, '^ProfilerStep#(\\d+)', 1) as bigint) as step,
+    event_idx,
+    pid,
+    tid,
+    {TS_NS} as ts_ns,
+    {DUR_NS} as dur_ns,
+    {TS_NS} + {DUR_NS} as end_ns"""
+STEPS_FILTER = (
+    "ph = 'X' and lower(cat) in ('user_annotation', 'cpu_op', 'operator') "
+    "and regexp_matches(name, '^ProfilerStep#\\d+')"
+)
+
+EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
+"""Tables that partition the events: their row counts sum to the trace's event count."""
