@@ -176,3 +176,14 @@ STEPS_FILTER = (
 
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""
+
+RAW_TABLES: tuple[str, ...] = (
+    *EVENT_TABLES,
+    "steps",
+    "devices",
+    "process_groups",
+    "trace_metadata",
+    "traces",
+    "quality_issues",
+)
+"""Every raw table a run's ingest writes."""
