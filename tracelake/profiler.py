@@ -79,18 +79,18 @@ def trace_handler(
 
     ``run_id`` defaults to :func:`default_run_id`, resolved at the first write and kept for later windows.
     """
-    resolved: dict[str, str] = {}
-    if run_id is not None:
-        resolved["run_id"] = run_id
 
     def handle(prof: torch.profiler.profile) -> None:
-        if "run_id" not in resolved:
-            resolved["run_id"] = default_run_id()
+        nonlocal run_id
+        if run_id is None:
+            run_id = default_run_id()
         fs, root = filesystem(url, storage_options)
-        dest = join(root, resolved["run_id"], trace_file_name(current_rank(), prof.step_num))
+        name = trace_file_name(current_rank(), prof.step_num)
+        dest = join(root, run_id, name)
         with tempfile.TemporaryDirectory(prefix="tracelake-") as tmp:
-            plain = Path(tmp) / "trace.json"
-            packed = Path(tmp) / "trace.json.gz"
+            # The trace records this path as its traceName, so it carries the final file name.
+            plain = Path(tmp) / name.removesuffix(".gz")
+            packed = Path(tmp) / name
             prof.export_chrome_trace(str(plain))
             # isal's level 2 is several times faster than gzip's default 9; training waits on this.
             with open(plain, "rb") as src, igzip.open(packed, "wb") as out:

@@ -20,10 +20,15 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tracelake.profiler import trace_handler
 
+# Default run folder names, which the tests and the demo refer to.
+CPU_RUN_ID = "cpu_mlp"
+GLOO_RUN_ID = "gloo_ddp"
+
 _BATCH = 32
 _FEATURES = 64
 _CLASSES = 10
-# Extra compute per step for rank r is r units; one unit is about 30 ms of matmuls on one core.
+_MASTER_ADDR = "127.0.0.1"
+# Extra compute per step for rank r is r units; one unit is 60 256x256 matmuls, about 20 ms on one core.
 _STRAGGLER_MATMULS_PER_UNIT = 60
 _COLLECTIVE_TIMEOUT = timedelta(seconds=60)
 
@@ -74,14 +79,14 @@ def _profiled_training(
             prof.step()
 
 
-def profile_single_process(out_url: str, *, run_id: str = "cpu_mlp", steps: int = 6) -> None:
+def profile_single_process(out_url: str, *, run_id: str = CPU_RUN_ID, steps: int = 6) -> None:
     """Profile a single-process MLP training loop into ``<out_url>/<run_id>/`` (6 steps: ``rank-0.step5...``)."""
     torch.manual_seed(0)
     _profiled_training(_model(), _loader(steps, seed=0), out_url, run_id)
 
 
 def profile_gloo_job(
-    out_url: str, *, run_id: str = "gloo_ddp", world_size: int = 2, steps: int = 6, uneven: bool = True
+    out_url: str, *, run_id: str = GLOO_RUN_ID, world_size: int = 2, steps: int = 6, uneven: bool = True
 ) -> None:
     """Run a ``world_size``-rank DDP job on gloo in child processes, each rank writing its own trace.
 
