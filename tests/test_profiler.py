@@ -88,7 +88,9 @@ def process_group(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def test_process_group_gives_rank_and_one_shared_run_id(process_group: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_process_group_gives_rank_and_one_shared_run_id(
+    process_group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RANK", "5")
     assert current_rank() == 0  # the process group wins over the environment
     first = default_run_id()

@@ -1,14 +1,14 @@
-"""The producer side: a ``torch.profiler`` ``on_trace_ready`` handler that writes traces where tracelake reads them.
+"""The producer side: a ``torch.profiler`` ``on_trace_ready`` handler that writes traces for tracelake.
 
 Usage::
 
     with torch.profiler.profile(schedule=..., on_trace_ready=trace_handler("s3://bucket/traces")) as prof:
         ...  # train, calling prof.step() once per step
 
-Each call writes one rank's trace, gzipped, to ``<url>/<run_id>/rank-<rank>.step<N>.pt.trace.json.gz``, where N is
-the profiler's step number when the window closed, so the windows of a ``schedule(repeat=...)`` get distinct files.
-A watcher never sees half a file: a local file is written under a hidden name and renamed; an object store gets
-the whole object in one upload.
+Each call writes one rank's trace, gzipped, to ``<url>/<run_id>/rank-<rank>.step<N>.pt.trace.json.gz``,
+where N is the profiler's step number when the window closed, so the windows of a ``schedule(repeat=...)``
+get distinct files. A watcher never sees half a file: a local file is written under a hidden name and
+renamed; an object store gets the whole object in one upload.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def trace_file_name(rank: int, step_num: int) -> str:
 def trace_handler(
     url: str, *, run_id: str | None = None, storage_options: dict[str, Any] | None = None
 ) -> Callable[[torch.profiler.profile], None]:
-    """Return an ``on_trace_ready`` callback that writes each window's trace under ``url`` (a path or fsspec URL).
+    """Return an ``on_trace_ready`` callback writing each window's trace under ``url`` (a path or fsspec URL).
 
     ``run_id`` defaults to :func:`default_run_id`, resolved at the first write and kept for later windows.
     """

@@ -1,8 +1,8 @@
 """Small, real torch training jobs that make Kineto traces on a CPU, for the demo and the tests.
 
 Both profile the same MLP loop under ``schedule(wait=1, warmup=1, active=3)`` and write through
-:func:`tracelake.profiler.trace_handler`, so their traces are what a user's job would write: a single process, and
-a gloo DDP job whose ranks are deliberately uneven so that waiting in collectives is real, not simulated.
+:func:`tracelake.profiler.trace_handler`, so their traces are what a user's job would write: a single process,
+and a gloo DDP job whose ranks are deliberately uneven so that waiting in collectives is real, not simulated.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _model() -> nn.Module:
 
 
 def _loader(steps: int, seed: int) -> DataLoader:
-    """``steps`` batches of random data; a DataLoader so its ``enumerate(DataLoader)`` spans appear in traces."""
+    """``steps`` random batches, in a DataLoader so that its ``enumerate(DataLoader)`` spans appear."""
     generator = torch.Generator().manual_seed(seed)
     inputs = torch.randn(steps * _BATCH, _FEATURES, generator=generator)
     labels = torch.randint(0, _CLASSES, (steps * _BATCH,), generator=generator)
@@ -80,7 +80,7 @@ def _profiled_training(
 
 
 def profile_single_process(out_url: str, *, run_id: str = CPU_RUN_ID, steps: int = 6) -> None:
-    """Profile a single-process MLP training loop into ``<out_url>/<run_id>/`` (6 steps: ``rank-0.step5...``)."""
+    """Profile a single-process MLP training loop into ``<out_url>/<run_id>/`` (6 steps: ``rank-0.step5``)."""
     torch.manual_seed(0)
     _profiled_training(_model(), _loader(steps, seed=0), out_url, run_id)
 
@@ -97,14 +97,20 @@ def profile_gloo_job(
     try:
         mp.spawn(_gloo_rank, args=(world_size, store.port, out_url, run_id, steps, uneven), nprocs=world_size)
     except Exception as exc:
-        raise RuntimeError(f"gloo job {run_id!r} ({world_size} ranks) writing to {out_url} failed: {exc}") from exc
+        raise RuntimeError(
+            f"gloo job {run_id!r} ({world_size} ranks) writing to {out_url} failed: {exc}"
+        ) from exc
 
 
-def _gloo_rank(rank: int, world_size: int, port: int, out_url: str, run_id: str, steps: int, uneven: bool) -> None:
+def _gloo_rank(
+    rank: int, world_size: int, port: int, out_url: str, run_id: str, steps: int, uneven: bool
+) -> None:
     """One rank of :func:`profile_gloo_job` (module level, so ``spawn`` can import it in the child)."""
     torch.set_num_threads(1)  # the ranks share the machine's cores
     store = dist.TCPStore(_MASTER_ADDR, port, world_size, is_master=False, timeout=_COLLECTIVE_TIMEOUT)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=_COLLECTIVE_TIMEOUT)
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=world_size, timeout=_COLLECTIVE_TIMEOUT
+    )
     try:
         torch.manual_seed(0)  # same initial weights everywhere (DDP would broadcast rank 0's anyway)
         model = DistributedDataParallel(_model())
