@@ -83,8 +83,36 @@ starts as (
     select tree, trace_id, thread_key, ts_ns, max(pos) as last_pos
     from ordered
     group by all
+),
+
+linked as (
+    select
+        node.*,
+        parent.event_idx as parent_event_idx,
+        if(node.dur_ns > 0, greatest(starts.last_pos, node.pos), node.pos) as last_pos
+    from with_depth as node
+    asof left join parents as parent
+        on parent.tree = node.tree
+        and parent.trace_id = node.trace_id
+        and parent.thread_key = node.thread_key
+        and parent.depth = node.depth - 1
+        and parent.pos < node.pos
+    asof left join starts
+        on starts.tree = node.tree
+        and starts.trace_id = node.trace_id
+        and starts.thread_key = node.thread_key
+        and starts.ts_ns < node.end_ns
+),
+
+child_counts as (
+    select tree, trace_id, thread_key, parent_event_idx as event_idx, count(*) as child_count
+    from linked
+    where parent_event_idx is not null
+    group by all
 )
 
+-- merged_into_parent: the only child of a same-name parent, which both anchors fold into that parent
+-- (torch EventList._remove_dup_nodes; tb_plugin remove_dup_nodes, there only between two Operator nodes).
 select
     node.tree,
     node.run_id,
@@ -102,17 +130,28 @@ select
     node.external_id,
     node.depth,
     node.pos,
-    parent.event_idx as parent_event_idx,
-    if(node.dur_ns > 0, greatest(starts.last_pos, node.pos), node.pos) as last_pos
-from with_depth as node
-asof left join parents as parent
+    node.parent_event_idx,
+    node.last_pos,
+    coalesce(
+        siblings.child_count = 1
+        and parent.name = node.name
+        and (
+            node.tree = 'torch'
+            or (
+                lower(node.cat) in ('cpu_op', 'operator') and lower(parent.cat) in ('cpu_op', 'operator')
+                and not starts_with(node.name, 'ProfilerStep#')
+            )
+        ),
+        false
+    ) as merged_into_parent
+from linked as node
+left join linked as parent
     on parent.tree = node.tree
     and parent.trace_id = node.trace_id
     and parent.thread_key = node.thread_key
-    and parent.depth = node.depth - 1
-    and parent.pos < node.pos
-asof left join starts
-    on starts.tree = node.tree
-    and starts.trace_id = node.trace_id
-    and starts.thread_key = node.thread_key
-    and starts.ts_ns < node.end_ns
+    and parent.event_idx = node.parent_event_idx
+left join child_counts as siblings
+    on siblings.tree = node.tree
+    and siblings.trace_id = node.trace_id
+    and siblings.thread_key = node.thread_key
+    and siblings.event_idx = node.parent_event_idx

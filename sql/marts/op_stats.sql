@@ -34,8 +34,7 @@ launched as (
 children as (
     select
         trace_id, tree, thread_key, parent_event_idx as event_idx,
-        sum(dur_ns) as children_ns,
-        count(*) as child_count
+        sum(dur_ns) as children_ns
     from nodes
     where parent_event_idx is not null
     group by all
@@ -46,17 +45,9 @@ node_self as (
         nodes.*,
         nodes.dur_ns - coalesce(children.children_ns, 0) as self_cpu_ns,
         coalesce(launched.device_ns, 0) as self_device_ns,
-        coalesce(siblings.child_count = 1 and parent.name = nodes.name, false) as is_dup
+        nodes.merged_into_parent as is_dup
     from nodes
     left join children using (trace_id, tree, thread_key, event_idx)
-    left join nodes as parent
-        on parent.trace_id = nodes.trace_id
-        and parent.thread_key = nodes.thread_key
-        and parent.event_idx = nodes.parent_event_idx
-    left join children as siblings
-        on siblings.trace_id = nodes.trace_id
-        and siblings.thread_key = nodes.thread_key
-        and siblings.event_idx = nodes.parent_event_idx
     left join launched
         on launched.trace_id = nodes.trace_id
         and launched.external_id = nodes.external_id

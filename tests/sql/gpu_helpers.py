@@ -65,3 +65,37 @@ def query_model(lake: Lake, run_id: str, model: str, sql: str) -> list[tuple]:
 def close(ours: float, ref: float, abs_tol: float = 1.0, rel_tol: float = 0.005) -> bool:
     """Agreement rule of the project: within 1 µs (abs_tol, in the caller's unit) or 0.5 %, whichever is larger."""
     return abs(ours - ref) <= max(abs_tol, rel_tol * abs(ref))
+
+
+def load_trace_json(path: Path) -> dict:
+    """The trace JSON as the plugin reads it."""
+    import gzip
+    import json
+
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    return json.loads(data)
+
+
+def tb_kernel_stat(path: Path):
+    """torch-tb-profiler's kernel_parser result (pandas DataFrame by kernel name) for one trace file."""
+    from torch_tb_profiler.profiler import trace
+    from torch_tb_profiler.profiler.kernel_parser import KernelParser
+
+    events = [e for e in (trace.create_event(d, False) for d in load_trace_json(path)["traceEvents"]) if e]
+    parser = KernelParser()
+    parser.parse_events(events)
+    return parser.kernel_stat
+
+
+def tb_memory(path: Path):
+    """torch-tb-profiler's memory snapshot, op tree and profiler start for one trace file."""
+    from torch_tb_profiler.profiler.data import RunProfileData
+    from torch_tb_profiler.profiler.event_parser import EventParser
+    from torch_tb_profiler.profiler.memory_parser import MemoryParser
+
+    profile = RunProfileData("worker", "span", load_trace_json(path))
+    tid2tree, _ = EventParser().parse(profile.events, profile.forward_backward_events)
+    snapshot = MemoryParser(profile._memory_events()).find_memory_nodes(tid2tree)
+    return snapshot, tid2tree
