@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -24,14 +23,6 @@ def build_lake(source: Path, lake_dir: Path, marts: set[str]) -> tuple[Lake, dic
         ingest_run(run, lake)
         results[run.run_id] = build_marts(lake, run.run_id, select=marts)
     return lake, results
-
-
-def copy_traces(files: list[Path], dest: Path) -> Path:
-    """Put ``files`` into one run folder ``dest`` (one run) and return it."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        shutil.copy(f, dest / f.name)
-    return dest
 
 
 def read_mart(lake_dir: Path, mart: str) -> list[dict]:
