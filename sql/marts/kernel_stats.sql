@@ -30,7 +30,7 @@ by_name as (
         any_value(kernel_type) as kernel_type,
         count(*) as calls,
         sum(dur_ns) as total_ns,
-        avg(dur_ns) as mean_ns,
+        round(avg(dur_ns))::bigint as mean_ns,  -- int64 ns like every *_ns column
         min(dur_ns) as min_ns,
         max(dur_ns) as max_ns,
         coalesce(sum(blocks_per_sm * dur_ns) / nullif(sum(dur_ns), 0), 0) as mean_blocks_per_sm,

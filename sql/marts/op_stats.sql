@@ -31,12 +31,18 @@ launched as (
     group by all
 ),
 
+-- A child counts only for the part of it inside its parent: async ops (e.g. c10d collectives on MTIA)
+-- can end after the op that started them, which would otherwise make the parent's self time negative.
 children as (
     select
-        trace_id, tree, thread_key, parent_event_idx as event_idx,
-        sum(dur_ns) as children_ns
-    from nodes
-    where parent_event_idx is not null
+        child.trace_id, child.tree, child.thread_key, child.parent_event_idx as event_idx,
+        sum(greatest(0, least(child.end_ns, parent.end_ns) - child.ts_ns)) as children_ns
+    from nodes as child
+    join nodes as parent
+        on parent.trace_id = child.trace_id
+        and parent.tree = child.tree
+        and parent.thread_key = child.thread_key
+        and parent.event_idx = child.parent_event_idx
     group by all
 ),
 
@@ -79,10 +85,10 @@ select
     trace_id,
     regexp_replace(name, '^ProfilerStep#\d+$', 'ProfilerStep*') as op_name,
     count(*) filter (where not is_dup) as calls,
-    coalesce(sum(dur_ns) filter (where not is_dup), 0) as cpu_total_ns,
-    sum(self_cpu_ns) as self_cpu_ns,
-    coalesce(sum(device_total_ns) filter (where not is_dup), 0) as device_total_ns,
-    sum(self_device_ns) as self_device_ns,
+    coalesce(sum(dur_ns) filter (where not is_dup), 0)::bigint as cpu_total_ns,
+    sum(self_cpu_ns)::bigint as self_cpu_ns,
+    coalesce(sum(device_total_ns) filter (where not is_dup), 0)::bigint as device_total_ns,
+    sum(self_device_ns)::bigint as self_device_ns,
     any_value(rank) as rank
 from node_totals
 group by all
