@@ -61,6 +61,7 @@ class RunResult:
     traces: list[ParsedTrace]
     issues: list[QualityIssue]
     manifest: Manifest
+    row_counts: dict[str, int]
 
     @property
     def errors(self) -> list[QualityIssue]:
@@ -173,5 +174,6 @@ def ingest_run(
             path = work / f"{table}.parquet"
             pq.write_table(data, path)
             files[table].append(("run", path))
+        row_counts = {t: sum(pq.read_metadata(p).num_rows for _, p in entries) for t, entries in files.items()}
         manifest = lake.write_run("raw", run.run_id, dict(files))
-    return RunResult(run.run_id, traces, issues, manifest)
+    return RunResult(run.run_id, traces, issues, manifest, row_counts)

@@ -193,7 +193,7 @@ def parse_trace(
                     f"salvaged {loader.count} complete events from the truncated trace", loader.count,
                 )
             )
-        if parsed.rank.source != "distributedInfo":
+        if loader.count and parsed.rank.source != "distributedInfo":
             parsed.issues.append(
                 QualityIssue(
                     trace.run_id, trace.trace_id, "warning", "rank_not_in_trace",

@@ -30,32 +30,41 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+def _check_files(model: SqlModel, sql_root: Path) -> dict[str, Path]:
+    """``sql/checks/<mart>__<check>.sql`` files of a mart, by check name."""
+    return {p.stem.split("__", 1)[1]: p for p in sorted((sql_root / "checks").glob(f"{model.name}__*.sql"))}
+
+
+def check_names(model: SqlModel, sql_root: Path) -> list[str]:
+    """The checks of a mart, known before it runs (Dagster declares them up front)."""
+    return ["grain_unique", "value_ranges", *_check_files(model, sql_root)]
+
+
 def check_queries(model: SqlModel, columns: list[str], sql_root: Path) -> dict[str, tuple[str, str]]:
     """Check name → (description, failing-rows query) for a mart with the given columns.
 
-    Derived from naming rules (grain unique, ``*_ratio`` in [0, 1], ``*_ns`` durations not negative)
-    plus every ``sql/checks/<mart>__<check>.sql`` file.
+    ``grain_unique`` from the ``-- grain:`` header; ``value_ranges`` from naming rules (``*_ratio``
+    within [0, 1], ``*_ns`` durations not negative); one more per ``sql/checks/<mart>__<check>.sql``.
     """
     table = _quote(model.name)
     grain = ", ".join(_quote(c) for c in model.grain)
+    ratios = [c for c in columns if c.endswith("_ratio")]
+    durations = [c for c in columns if c.endswith("_ns") and not c.endswith(("ts_ns", "start_ns", "end_ns"))]
+    violations = [f"{_quote(c)} not between 0 and 1" for c in ratios] + [f"{_quote(c)} < 0" for c in durations]
     checks = {
         "grain_unique": (
             f"one row per ({', '.join(model.grain)})",
             f"select {grain}, count(*) as n from {table} group by all having count(*) > 1",
-        )
+        ),
+        "value_ranges": (
+            "ratios within [0, 1] and durations not negative",
+            f"select * from {table} where {' or '.join(violations) or 'false'}",
+        ),
     }
-    ratios = [c for c in columns if c.endswith("_ratio")]
-    if ratios:
-        bad = " or ".join(f"{_quote(c)} not between 0 and 1" for c in ratios)
-        checks["ratios_in_unit_interval"] = (f"{', '.join(ratios)} within [0, 1]", f"select * from {table} where {bad}")
-    durations = [c for c in columns if c.endswith("_ns") and not c.endswith(("ts_ns", "start_ns", "end_ns"))]
-    if durations:
-        bad = " or ".join(f"{_quote(c)} < 0" for c in durations)
-        checks["no_negative_durations"] = (f"{', '.join(durations)} not negative", f"select * from {table} where {bad}")
-    for path in sorted((sql_root / "checks").glob(f"{model.name}__*.sql")):
+    for name, path in _check_files(model, sql_root).items():
         text = path.read_text()
         description = " ".join(line.lstrip("-").strip() for line in text.splitlines() if line.startswith("--"))
-        checks[path.stem.split("__", 1)[1]] = (description, text)
+        checks[name] = (description, text)
     return checks
 
 
