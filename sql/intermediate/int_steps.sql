@@ -40,7 +40,7 @@ host_steps as (
     anti join profiler_steps using (run_id, trace_id)
 ),
 
-ordered_steps as (
+ordered_steps as materialized (
     select
         *,
         row_number() over (partition by run_id, trace_id order by host_start_ns, event_idx) as step_idx,
@@ -73,7 +73,7 @@ runtimes_in_steps as (
     where runtimes.end_ns <= ordered_steps.host_end_ns
 ),
 
-device_ops_matched as (
+device_ops_matched as materialized (
     select device_ops.*, runtimes_in_steps.step_idx
     from device_ops
     left join runtimes_in_steps
@@ -89,7 +89,7 @@ step_device as (
     group by run_id, trace_id, step_idx
 ),
 
-steps_with_device as (
+steps_with_device as materialized (
     select
         ordered_steps.*,
         step_device.device_start_ns,
@@ -137,7 +137,7 @@ device_side as (
     left join initial_prev_end using (run_id, trace_id)
 ),
 
-adjusted as (
+adjusted as materialized (
     select
         *,
         case

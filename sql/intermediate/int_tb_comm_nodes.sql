@@ -7,9 +7,13 @@
 -- source: torch-tb-profiler 0.4.3 event_parser.py (_parse_node), communication.py (generate_communication_nodes, analyze_communication_nodes); ANCHORS.md §3.7
 with
 
+comm_ops as materialized (
+    select * from int_tb_comm_ops
+),
+
 trace_libs as (
     select run_id, trace_id, count(distinct comm_lib) as libs
-    from int_tb_comm_ops
+    from comm_ops
     group by run_id, trace_id
 ),
 
@@ -20,7 +24,7 @@ ranked_ops as (
             partition by run_id, trace_id, external_id order by start_ns desc, event_idx desc
         ) as recency,
         min(event_idx) over (partition by run_id, trace_id, external_id) as first_event_idx
-    from int_tb_comm_ops
+    from comm_ops
 ),
 
 nodes as (

@@ -8,26 +8,30 @@
 -- source: torch-tb-profiler 0.4.3 loader.py (_process_distributed_profiles), event_parser.py (_update_communication_node); ANCHORS.md §3.7
 with
 
+nodes as materialized (
+    select * from int_tb_comm_nodes
+),
+
 op_ranges as (
     select run_id, trace_id, node_pos, 0 as source, event_idx, start_ns, end_ns
-    from int_tb_comm_nodes
+    from nodes
 ),
 
 kernel_ranges as (
     select
-        int_tb_comm_nodes.run_id,
-        int_tb_comm_nodes.trace_id,
-        int_tb_comm_nodes.node_pos,
+        nodes.run_id,
+        nodes.trace_id,
+        nodes.node_pos,
         1 as source,
         kernels.event_idx,
         kernels.ts_ns as start_ns,
         kernels.end_ns
-    from int_tb_comm_nodes
+    from nodes
     join kernels
-        on kernels.run_id = int_tb_comm_nodes.run_id
-        and kernels.trace_id = int_tb_comm_nodes.trace_id
-        and kernels.external_id is not distinct from int_tb_comm_nodes.external_id
-    where int_tb_comm_nodes.comm_lib = 'nccl' and lower(kernels.cat) = 'kernel'
+        on kernels.run_id = nodes.run_id
+        and kernels.trace_id = nodes.trace_id
+        and kernels.external_id is not distinct from nodes.external_id
+    where nodes.comm_lib = 'nccl' and lower(kernels.cat) = 'kernel'
 ),
 
 ranges as (
@@ -39,15 +43,15 @@ ranges as (
     from (select * from op_ranges union all select * from kernel_ranges)
 ),
 
-located as (
+located as materialized (
     select
         ranges.*,
-        int_tb_comm_nodes.rank,
-        int_tb_comm_nodes.window_ord,
-        int_tb_comm_nodes.name,
-        int_tb_comm_nodes.step
+        nodes.rank,
+        nodes.window_ord,
+        nodes.name,
+        nodes.step
     from ranges
-    join int_tb_comm_nodes using (run_id, trace_id, node_pos)
+    join nodes using (run_id, trace_id, node_pos)
 ),
 
 matched as (
@@ -77,9 +81,9 @@ trace_shape as (
         window_traces.run_id,
         window_traces.window_ord,
         window_traces.trace_id,
-        count(distinct int_tb_comm_nodes.node_pos) as nodes
+        count(distinct nodes.node_pos) as nodes
     from window_traces
-    left join int_tb_comm_nodes using (run_id, trace_id)
+    left join nodes using (run_id, trace_id)
     group by all
 ),
 

@@ -7,9 +7,13 @@
 -- source: torch-tb-profiler 0.4.3 event_parser.py StepParser._parse_step, trace.py EventTypeMap; ANCHORS.md §3.4
 with
 
+comm_ops as materialized (
+    select * from int_tb_comm_ops
+),
+
 comm_external_ids as (
     select distinct run_id, trace_id, external_id
-    from int_tb_comm_ops
+    from comm_ops
 ),
 
 gpu_kernels as (
@@ -40,7 +44,7 @@ host_ops as (
         (name like 'enumerate(DataLoader)#%' and name like '%.__next__') or name like 'enumerate(DataPipe)#%'
             as is_dataloader
     from cpu_ops
-    anti join int_tb_comm_ops using (run_id, trace_id, event_idx)
+    anti join comm_ops using (run_id, trace_id, event_idx)
     where not starts_with(cpu_ops.name, 'ProfilerStep#')
 )
 
@@ -51,7 +55,7 @@ select run_id, trace_id, rank, 1, event_idx, ts_ns, end_ns from gpu_memcpy
 union all
 select run_id, trace_id, rank, 2, event_idx, ts_ns, end_ns from gpu_memset
 union all
-select run_id, trace_id, rank, 3, event_idx, start_ns, end_ns from int_tb_comm_ops
+select run_id, trace_id, rank, 3, event_idx, start_ns, end_ns from comm_ops
 union all
 select run_id, trace_id, rank, 4, event_idx, ts_ns, end_ns from runtime_calls where lower(cat) = 'runtime'
 union all

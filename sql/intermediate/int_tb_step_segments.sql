@@ -6,14 +6,22 @@
 -- source: torch-tb-profiler 0.4.3 overall_parser.py (Statistics.create_from_range, OverallParser.aggregate); ANCHORS.md §3.4
 with
 
+roles as materialized (
+    select run_id, trace_id, role, start_ns, end_ns from int_tb_role_ranges where end_ns > start_ns
+),
+
+step_ranges as materialized (
+    select * from int_steps
+),
+
 boundaries as (
-    select run_id, trace_id, start_ns as t, role, 1 as delta from int_tb_role_ranges where end_ns > start_ns
+    select run_id, trace_id, start_ns as t, role, 1 as delta from roles
     union all
-    select run_id, trace_id, end_ns, role, -1 from int_tb_role_ranges where end_ns > start_ns
+    select run_id, trace_id, end_ns, role, -1 from roles
     union all
-    select run_id, trace_id, start_ns, -1, 0 from int_steps
+    select run_id, trace_id, start_ns, -1, 0 from step_ranges
     union all
-    select run_id, trace_id, end_ns, -1, 0 from int_steps
+    select run_id, trace_id, end_ns, -1, 0 from step_ranges
 ),
 
 points as (
@@ -54,8 +62,8 @@ segments as (
 select
     segments.run_id,
     segments.trace_id,
-    int_steps.rank,
-    int_steps.step,
+    step_ranges.rank,
+    step_ranges.step,
     segments.seg_start_ns,
     segments.seg_end_ns,
     segments.seg_end_ns - segments.seg_start_ns as seg_ns,
@@ -73,8 +81,8 @@ select
     segments.comm_active,
     segments.cpu_active
 from segments
-asof join int_steps
-    on segments.run_id = int_steps.run_id
-    and segments.trace_id = int_steps.trace_id
-    and segments.seg_start_ns >= int_steps.start_ns
-where segments.seg_end_ns <= int_steps.end_ns
+asof join step_ranges
+    on segments.run_id = step_ranges.run_id
+    and segments.trace_id = step_ranges.trace_id
+    and segments.seg_start_ns >= step_ranges.start_ns
+where segments.seg_end_ns <= step_ranges.end_ns

@@ -6,13 +6,17 @@
 -- source: torch-tb-profiler 0.4.3 communication.py analyze_communication_nodes, run_generator.py _generate_ops_table; ANCHORS.md §3.7
 with
 
+comm_ranges as materialized (
+    select * from int_tb_comm_ranges
+),
+
 latency as (
     select
         run_id,
         trace_id,
         name,
         greatest(0, end_ns - greatest(start_ns, coalesce(max(end_ns) over earlier, start_ns))) as added_ns
-    from int_tb_comm_ranges
+    from comm_ranges
     window earlier as (
         partition by run_id, trace_id, name order by start_ns, end_ns rows between unbounded preceding and 1 preceding
     )
@@ -27,7 +31,7 @@ transfer as (
             0,
             transfer_end_ns - greatest(transfer_start_ns, coalesce(max(transfer_end_ns) over earlier, transfer_start_ns))
         ) as added_ns
-    from int_tb_comm_ranges
+    from comm_ranges
     window earlier as (
         partition by run_id, trace_id, name
         order by transfer_start_ns, transfer_end_ns
@@ -49,7 +53,7 @@ calls as (
 
 flags as (
     select run_id, trace_id, bool_and(tb_view_enabled) as tb_view_enabled
-    from int_tb_comm_ranges
+    from comm_ranges
     group by run_id, trace_id
 ),
 

@@ -7,8 +7,12 @@
 -- source: torch-tb-profiler 0.4.3 Distributed "Synchronizing/Communication Overview" (communication.py analyze_communication_nodes, run_generator.py _generate_wait_graph); ANCHORS.md §3.7
 with
 
-in_steps as (
-    select * from int_tb_comm_ranges where step is not null
+comm_ranges as materialized (
+    select * from int_tb_comm_ranges
+),
+
+in_steps as materialized (
+    select * from comm_ranges where step is not null
 ),
 
 -- Union lengths: each range adds what it reaches beyond every range sorted before it.

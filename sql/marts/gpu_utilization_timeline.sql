@@ -101,7 +101,7 @@ buckets as (
     from grid, range(0, grid.buckets) as idx(bucket_idx)
 ),
 
--- Each busy segment goes to the buckets it overlaps (computed, not searched).
+-- Each busy segment goes to the buckets it overlaps (computed, not searched; the last bucket is the longer one).
 segment_buckets as (
     select
         seg.run_id,
@@ -111,7 +111,7 @@ segment_buckets as (
         seg.seg_end_ns,
         seg.sm_efficiency,
         unnest(range(
-            greatest(0, (seg.seg_start_ns - grid.span_start_ns) // grid.size_ns),
+            least(grid.buckets - 1, greatest(0, (seg.seg_start_ns - grid.span_start_ns) // grid.size_ns)),
             least(grid.buckets - 1, (seg.seg_end_ns - 1 - grid.span_start_ns) // grid.size_ns) + 1
         )) as bucket_idx
     from int_tb_gpu_segments as seg
