@@ -188,7 +188,7 @@ def test_trace_without_host_events_has_no_step(tb_shared: Built) -> None:
     assert gpu["gpu_utilization_ratio"] is None and gpu["est_sm_efficiency_ratio"] is None
 
 
-def _source_path(built: Built, run_id: str, trace_id: str) -> Path:  # noqa: N802
+def _source_path(built: Built, run_id: str, trace_id: str) -> Path:
     (path,) = [p for p in built.runs[run_id] if trace_id_for(p.name) == trace_id]
     return path
 
