@@ -16,8 +16,7 @@ host_ops as (
     select run_id, trace_id, rank, event_idx, name, ts_ns, end_ns, external_id, input_dims, input_types
     from cpu_ops
     union all
-    -- The annotations raw table does not carry Input Dims / Input type yet, so annotation sizes count 0 bytes.
-    select run_id, trace_id, rank, event_idx, name, ts_ns, end_ns, external_id, null::json, null::json
+    select run_id, trace_id, rank, event_idx, name, ts_ns, end_ns, external_id, input_dims, input_types
     from annotations
 )
 

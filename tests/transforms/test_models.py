@@ -18,7 +18,8 @@ MODELS = discover_models()
 def contract_tables() -> dict[str, tuple[list[str], list[str]]]:
     """Analysis table → (grain columns, other columns) as CONTRACT.md lists them."""
     tables = {}
-    for line in CONTRACT.read_text().splitlines():
+    text = CONTRACT.read_text()
+    for line in text[text.index("## Analysis tables") :].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`") and cells[0] != "`table`":
             grain = [c.strip() for c in cells[1].split(",")]
@@ -44,4 +45,5 @@ def test_every_mart_declares_the_contract_grain() -> None:
         if table in ("traces",):  # a raw table, written at ingest
             continue
         assert table in MODELS, f"missing mart {table}"
-        assert list(MODELS[table].grain) == grain, table
+        # A mart may add grain columns after the contract's (e.g. trace_id, so windows of one rank stay apart).
+        assert list(MODELS[table].grain)[: len(grain)] == grain, table
