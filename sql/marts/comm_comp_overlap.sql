@@ -7,38 +7,10 @@
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/communication_analysis.py::get_comm_comp_overlap; see ANCHORS.md §2.3
 with
 
-edges as (
-    select run_id, trace_id, ts_us as time_us, 1 as delta
-    from int_hta_merged_intervals where kernel_set = 'COMMUNICATION'
-    union all
-    select run_id, trace_id, end_us as time_us, -1 as delta
-    from int_hta_merged_intervals where kernel_set = 'COMMUNICATION'
-    union all
-    select run_id, trace_id, ts_us as time_us, 2 as delta
-    from int_hta_merged_intervals where kernel_set = 'COMPUTATION'
-    union all
-    select run_id, trace_id, end_us as time_us, -2 as delta
-    from int_hta_merged_intervals where kernel_set = 'COMPUTATION'
-),
-
-points as (
-    select run_id, trace_id, time_us, sum(delta) as delta
-    from edges
-    group by run_id, trace_id, time_us
-),
-
-segments as (
-    select
-        run_id,
-        trace_id,
-        sum(delta) over (partition by run_id, trace_id order by time_us) as running,
-        lead(time_us) over (partition by run_id, trace_id order by time_us) - time_us as length_us
-    from points
-),
-
 overlap as (
-    select run_id, trace_id, coalesce(sum(length_us) filter (where running = 3), 0) as overlap_us
-    from segments
+    -- Time when both computation (bit 1) and communication (bit 2) kernels run, whatever memcpy does.
+    select run_id, trace_id, sum(length_us) filter (where running_types & 3 = 3) as overlap_us
+    from int_hta_type_segments
     group by run_id, trace_id
 ),
 

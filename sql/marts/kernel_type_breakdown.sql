@@ -8,40 +8,6 @@
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::_get_gpu_kernel_type_time; see ANCHORS.md §2.3
 with
 
-typed as (
-    select
-        run_id,
-        trace_id,
-        rank,
-        ts_us,
-        end_us,
-        case kernel_set when 'COMPUTATION' then 1 when 'COMMUNICATION' then 2 when 'MEMORY' then 4 end as bit
-    from int_hta_merged_intervals
-    where kernel_set in ('COMPUTATION', 'COMMUNICATION', 'MEMORY')
-),
-
-edges as (
-    select run_id, trace_id, rank, ts_us as time_us, bit as delta from typed
-    union all
-    select run_id, trace_id, rank, end_us as time_us, -bit as delta from typed
-),
-
-points as (
-    select run_id, trace_id, any_value(rank) as rank, time_us, sum(delta) as delta
-    from edges
-    group by run_id, trace_id, time_us
-),
-
-segments as (
-    select
-        run_id,
-        trace_id,
-        rank,
-        sum(delta) over (partition by run_id, trace_id order by time_us) as running,
-        lead(time_us) over (partition by run_id, trace_id order by time_us) - time_us as length_us
-    from points
-),
-
 named as (
     select
         run_id,
@@ -49,13 +15,12 @@ named as (
         rank,
         concat_ws(
             ' overlapping ',
-            case when running & 1 = 1 then 'COMPUTATION' end,
-            case when running & 2 = 2 then 'COMMUNICATION' end,
-            case when running & 4 = 4 then 'MEMORY' end
+            case when running_types & 1 = 1 then 'COMPUTATION' end,
+            case when running_types & 2 = 2 then 'COMMUNICATION' end,
+            case when running_types & 4 = 4 then 'MEMORY' end
         ) as kernel_type,
         length_us
-    from segments
-    where running > 0 and length_us is not null
+    from int_hta_type_segments
 ),
 
 totals as (
