@@ -6,6 +6,7 @@ pass them to the CLI subprocess explicitly (see ``cli``).
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,3 +260,29 @@ def make_source(tmp_path: Path) -> Callable[[dict[str, list[str]]], Path]:
         return trace_folder(tmp_path, {run: [trace_file(f) for f in files] for run, files in runs.items()})
 
     return make
+
+
+KERNEL_CATS = {"kernel", "mtia_ccp_events"}
+CPU_OP_CATS = {"cpu_op", "operator"}
+
+
+def _count_events(source: Path) -> dict[tuple[str, str], int]:
+    """(table, run_id) → rows, counted straight from the JSON of the traces (not through the parser)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for path in source.glob("*/*.json*"):
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            events = json.load(handle).get("traceEvents", [])
+        for event in events:
+            cat = str(event.get("cat", "")).lower()
+            if event.get("ph") == "X" and cat in KERNEL_CATS:
+                counts["kernels", path.parent.name] += 1
+            elif event.get("ph") == "X" and cat in CPU_OP_CATS:
+                counts["cpu_ops", path.parent.name] += 1
+    return counts
+
+
+@pytest.fixture(scope="session")
+def expected_counts() -> Callable[[Path], dict[tuple[str, str], int]]:
+    """(table, run_id) → rows of ``kernels`` and ``cpu_ops``, counted from the JSON of a source folder."""
+    return lambda source: dict(_count_events(source))
