@@ -83,30 +83,6 @@ def test_ingest_and_query_with_aws_environment(moto_s3, cli, make_source, expect
     assert named == {k for k in keys_after if k.endswith(".parquet")}
 
 
-def test_explicit_storage_options_without_environment(moto_s3, cli, make_source, expected_counts, monkeypatch):
-    """--storage-option key/secret/client_kwargs alone reach the server; no AWS variable is set."""
-    for name in AWS_VARS:
-        monkeypatch.delenv(name, raising=False)
-    source = make_source({"simple_add": RUNS["simple_add"]})
-    moto_s3.make_bucket("opt-bucket")
-    moto_s3.upload_folder("opt-bucket", "in", source)
-    options = [
-        "--storage-option", f"key={moto_s3.access_key}",
-        "--storage-option", f"secret={moto_s3.secret_key}",
-        "--storage-option", f'client_kwargs={{"endpoint_url": "{moto_s3.endpoint}"}}',
-    ]
-
-    result = cli("ingest", "s3://opt-bucket/in", "--lake", "s3://opt-bucket/lake", *options)
-    assert result.returncode == 0, result.output
-    assert _counts(cli, "s3://opt-bucket/lake", *options) == dict(expected_counts(source))
-
-    # Without the options the same command has no endpoint and no credentials: it must fail, cleanly.
-    bare = cli("sql", "select count(*) from kernels", "--lake", "s3://opt-bucket/lake", timeout=120)
-    assert bare.returncode != 0
-    assert "Traceback" not in bare.output
-    assert moto_s3.secret_key not in bare.output
-
-
 def _lake_strings(server, bucket: str, prefix: str) -> list[tuple[str, bytes]]:
     """(key, bytes) of every lake object, plus each Parquet file's decoded rows and key-value metadata."""
     found = []
@@ -122,41 +98,53 @@ def _lake_strings(server, bucket: str, prefix: str) -> list[tuple[str, bytes]]:
     return found
 
 
-def test_credentials_never_appear(moto_s3, cli, make_source, monkeypatch, tmp_path):
-    """A bad trace, a missing bucket, an unreachable endpoint: the secret is in no output, object or error."""
-    _set_aws_env(monkeypatch, moto_s3)
+def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source, expected_counts, monkeypatch,
+                                                       tmp_path):
+    """--storage-option alone reaches the server; with a bad trace, a missing bucket and an unreachable
+    endpoint, the secret is in no output, no lake object, no error and no Dagster run storage."""
+    for name in AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
     secret = moto_s3.secret_key
     source = make_source({"simple_add": RUNS["simple_add"], "bad": []})
+    expected = expected_counts(source)
     (source / "bad" / "truncated.json").write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "na')
-    moto_s3.make_bucket("leak-bucket")
-    moto_s3.upload_folder("leak-bucket", "traces", source)
+    moto_s3.make_bucket("opt-bucket")
+    moto_s3.upload_folder("opt-bucket", "traces", source)
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    explicit = ["--storage-option", f"key={moto_s3.access_key}", "--storage-option", f"secret={secret}"]
+    credentials = ["--storage-option", f"key={moto_s3.access_key}", "--storage-option", f"secret={secret}"]
+    explicit = [*credentials, "--storage-option", f'client_kwargs={{"endpoint_url": "{moto_s3.endpoint}"}}']
 
-    # The secret both in the environment and as an explicit option, which travels in Dagster resource
-    # config: a persistent instance (DAGSTER_HOME) is used so that its run storage is scanned too.
-    bad_trace = cli("ingest", "s3://leak-bucket/traces", "--lake", "s3://leak-bucket/lake", *explicit,
+    # No AWS variable at all. The explicit options travel in Dagster resource config: a persistent
+    # instance (DAGSTER_HOME) is used so that its run storage can be scanned for the secret too.
+    bad_trace = cli("ingest", "s3://opt-bucket/traces", "--lake", "s3://opt-bucket/lake", *explicit,
                     env={"DAGSTER_HOME": str(home)})
     assert bad_trace.returncode == 1, bad_trace.output
     assert "truncated" in bad_trace.output and "Traceback" not in bad_trace.output
     assert "ingested 2 runs" in bad_trace.stdout
+    assert _counts(cli, "s3://opt-bucket/lake", *explicit) == expected
 
-    missing_bucket = cli("ingest", "s3://no-such-bucket/traces", "--lake", "s3://leak-bucket/lake")
+    # Without the options there is no endpoint and no credential: one clear line, exit 2.
+    bare = cli("sql", "select count(*) from kernels", "--lake", "s3://opt-bucket/lake", timeout=120)
+    assert bare.returncode == 2, bare.output
+    assert len(bare.stderr.strip().splitlines()) == 1 and "Traceback" not in bare.output
+
+    _set_aws_env(monkeypatch, moto_s3)  # from here on the secret is in the environment as well
+    missing_bucket = cli("ingest", "s3://no-such-bucket/traces", "--lake", "s3://opt-bucket/lake")
     assert missing_bucket.returncode == 2, missing_bucket.output
     assert "no-such-bucket" in missing_bucket.stderr and "Traceback" not in missing_bucket.output
     assert len(missing_bucket.stderr.strip().splitlines()) == 1
 
     closed_port = f"http://127.0.0.1:{_closed_port()}"
-    unreachable = cli("sql", "select count(*) from kernels", "--lake", "s3://leak-bucket/lake", *explicit,
+    unreachable = cli("sql", "select count(*) from kernels", "--lake", "s3://opt-bucket/lake", *credentials,
                       "--storage-option", f'client_kwargs={{"endpoint_url": "{closed_port}"}}', timeout=120)
     assert unreachable.returncode == 2, unreachable.output
     assert closed_port in unreachable.stderr and "Traceback" not in unreachable.output
 
-    for result in (bad_trace, missing_bucket, unreachable):
+    for result in (bad_trace, bare, missing_bucket, unreachable):
         assert secret not in result.output
-    for key, body in _lake_strings(moto_s3, "leak-bucket", ""):
+    for key, body in _lake_strings(moto_s3, "opt-bucket", ""):
         assert secret.encode() not in body, key
     scanned = [path for path in home.rglob("*") if path.is_file()]
     assert scanned

@@ -61,3 +61,31 @@ def test_ingest_from_and_into_seaweedfs(seaweedfs_s3, cli, make_source, expected
     assert "Traceback" not in denied.output and "signature" in denied.stderr
     for secret in (wrong, seaweedfs_s3.secret_key):
         assert secret not in denied.output and secret not in ingest.output
+
+
+def test_rewrite_replaces_run_on_seaweedfs(seaweedfs_s3, monkeypatch, tmp_path):
+    """SeaweedFS keeps empty prefixes listed after deletes: rewrites must still leave one version per run."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.lake import Lake
+    from pipelines.sources import discover_runs
+
+    for name in AWS_VARS:
+        monkeypatch.delenv(name, raising=False)
+    options = {"key": seaweedfs_s3.access_key, "secret": seaweedfs_s3.secret_key,
+               "client_kwargs": {"endpoint_url": seaweedfs_s3.endpoint}}
+    seaweedfs_s3.make_bucket("rewrite-bucket")
+    local = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": [1]}), local)
+    lake = Lake("s3://rewrite-bucket", options)  # a lake at the bucket's root
+    for name in ("a", "b", "c"):
+        lake.write_run("raw", "r1", {"kernels": [(name, local)], "cpu_ops": [(name, local)]})
+    lake.write_run("raw", "r2", {"kernels": [("z", local)]})
+    keys = [k for k in seaweedfs_s3.list_keys("rewrite-bucket") if k.endswith(".parquet")]
+    assert sorted(k.rsplit("-", 1)[-1] + "@" + k.split("/")[1] for k in keys) == [
+        "c.parquet@cpu_ops", "c.parquet@kernels", "z.parquet@kernels"]
+    assert set(lake.committed_files("raw")) == {"kernels", "cpu_ops"}
+    assert len(lake.committed_files("raw")["kernels"]) == 2
+    # The lake's own files are never taken for traces when SOURCE is the same bucket.
+    assert discover_runs("s3://rewrite-bucket", options) == []
