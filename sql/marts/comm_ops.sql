@@ -71,11 +71,11 @@ select
     calls.name,
     calls.calls,
     calls.total_bytes::bigint as total_bytes,
-    calls.total_bytes / calls.calls as avg_bytes,
+    round(calls.total_bytes / calls.calls)::bigint as avg_bytes,  -- int64 like every *_bytes / *_ns column
     latency_sum.total_latency_ns::bigint as total_latency_ns,
-    latency_sum.total_latency_ns / calls.calls as avg_latency_ns,
+    round(latency_sum.total_latency_ns / calls.calls)::bigint as avg_latency_ns,
     transfer_sum.data_transfer_ns::bigint as data_transfer_ns,
-    transfer_sum.data_transfer_ns / calls.calls as avg_data_transfer_ns,
+    round(transfer_sum.data_transfer_ns / calls.calls)::bigint as avg_data_transfer_ns,
     calls.rank,
     flags.tb_view_enabled
 from calls
