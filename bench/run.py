@@ -2,9 +2,10 @@
 
 For each size a trace is built once with :mod:`bench.make_trace` (cached under ``bench/out/traces``),
 then every step runs ``--repeat`` times, each in its own child process, so that the peak RSS
-reported (``ru_maxrss`` of that child, from ``os.wait4``) belongs to that step alone. Wall time is
-measured inside the child around the step itself (interpreter start-up and imports excluded) and
-the median of the repeats is reported. Results go to ``bench/out/results.json`` and
+reported (``ru_maxrss`` of that child, from ``os.wait4``) belongs to that step alone. Wall and CPU
+time are measured inside the child around the step itself (interpreter start-up and imports
+excluded) and the median of the repeats is reported; CPU time (all threads) is the steadier
+figure when other work shares the machine. Results go to ``bench/out/results.json`` and
 ``bench/out/results.md``.
 
     python bench/run.py --sizes 100MB,234MB,500MB,2GB --repeat 3
@@ -69,9 +70,10 @@ def _step_ingest(trace_dir: Path, scratch: Path) -> dict[str, Any]:
 
 
 def _child(step: str, trace_dir: Path, scratch: Path) -> None:
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = globals()[f"_step_{step}"](trace_dir, scratch)
     result.setdefault("wall_s", time.perf_counter() - started)
+    result.setdefault("cpu_s", time.process_time() - cpu_started)
     print("BENCH_RESULT " + json.dumps(result), flush=True)
 
 
@@ -129,10 +131,10 @@ def _measure(step: str, trace_dir: Path, repeat: int) -> dict[str, Any]:
     runs = [_run_child(step, trace_dir) for _ in range(repeat)]
     if "skipped" in runs[0]:
         return {"skipped": runs[0]["skipped"]}
-    summary = {k: v for k, v in runs[0].items() if k not in ("wall_s", "peak_rss_mb")}
-    summary["wall_s"] = statistics.median(r["wall_s"] for r in runs)
+    summary = {k: v for k, v in runs[0].items() if k not in ("wall_s", "cpu_s", "peak_rss_mb")}
+    for key in ("wall_s", "cpu_s", "peak_rss_mb"):
+        summary[key] = statistics.median(r[key] for r in runs)
     summary["wall_s_runs"] = [round(r["wall_s"], 3) for r in runs]
-    summary["peak_rss_mb"] = statistics.median(r["peak_rss_mb"] for r in runs)
     return summary
 
 
@@ -171,22 +173,23 @@ def main(argv: list[str] | None = None) -> None:
 def render_table(results: list[dict[str, Any]]) -> str:
     """A markdown table: one line per size and step, with ratios against HTA's load of that size."""
     lines = [
-        "| size (MB) | step | wall s | MB/s | peak RSS MB | throughput vs HTA | memory vs HTA |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "| size (MB) | step | wall s | CPU s | MB/s | peak RSS MB | throughput vs HTA | memory vs HTA |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results:
         mb = row["uncompressed_mb"]
         hta = row["steps"].get("hta_load", {})
         for step, m in row["steps"].items():
             if "skipped" in m:
-                lines.append(f"| {mb:.0f} | {step} | {m['skipped']} | | | | |")
+                lines.append(f"| {mb:.0f} | {step} | {m['skipped']} | | | | | |")
                 continue
             speed = mem = ""
             if "wall_s" in hta and step != "hta_load":
                 speed = f"{hta['wall_s'] / m['wall_s']:.1f}x"
                 mem = f"{m['peak_rss_mb'] / hta['peak_rss_mb']:.2f}"
             lines.append(
-                f"| {mb:.0f} | {step} | {m['wall_s']:.2f} | {mb / m['wall_s']:.0f} | {m['peak_rss_mb']:.0f} "
+                f"| {mb:.0f} | {step} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {mb / m['wall_s']:.0f} "
+                f"| {m['peak_rss_mb']:.0f} "
                 f"| {speed} | {mem} |"
             )
     return "\n".join(lines)

@@ -1,9 +1,12 @@
 """The typed shape of Kineto events as DuckDB's JSON reader decodes them, and how each is routed.
 
-Every ``args`` key the Kineto writer, HTA's config and the shared traces use is a typed struct
-field, so the JSON is parsed once, in C++, straight into columns. Keys that differ only in case
-(DuckDB struct fields must be unique ignoring case) are renamed in the raw bytes first
-(``KEY_RENAMES``); a quoted key followed by a colon cannot occur inside a JSON string value.
+The event's own keys are decoded into columns by the reader; ``args`` is kept as JSON, and each
+table decodes only the keys it uses (``tables.ARGS_USED``) for only its own rows, because decoding
+every key of ``ARG_TYPES`` into a struct for every event costs about as much as the rest of the
+parse. Every ``args`` key the Kineto writer, HTA's config and the shared traces use is typed in
+``ARG_TYPES``. Keys that differ only in case (DuckDB struct fields must be unique ignoring case)
+are renamed in the raw bytes first (``KEY_RENAMES``); a quoted key followed by a colon cannot
+occur inside a JSON string value.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ KEY_RENAMES: dict[bytes, bytes] = {
     b'"Device":': b'"op device":',  # 2021 Operator args, vs kernel "device"
 }
 
-_ARG_TYPES: dict[str, str] = {
+ARG_TYPES: dict[str, str] = {
     # cpu_op / user_annotation
     "External id": "BIGINT",
     "Record function id": "BIGINT",
@@ -92,10 +95,6 @@ _ARG_TYPES: dict[str, str] = {
 }
 
 
-def _struct(fields: dict[str, str]) -> str:
-    return "STRUCT(" + ", ".join(f'"{name}" {kind}' for name, kind in fields.items()) + ")"
-
-
 # Column types handed to DuckDB's read_json. ts/dur are exact decimals: ``ts * 1000`` is then
 # exact integer nanoseconds, where a float64 epoch-µs value would lose them.
 EVENT_COLUMNS: dict[str, str] = {
@@ -109,7 +108,7 @@ EVENT_COLUMNS: dict[str, str] = {
     "id": "VARCHAR",
     "bp": "VARCHAR",
     "s": "VARCHAR",
-    "args": _struct(_ARG_TYPES),
+    "args": "JSON",
 }
 
 # Which raw table an event lands in: evaluated once per event, so every event lands in exactly one.

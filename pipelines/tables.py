@@ -1,14 +1,20 @@
 """The raw tables: which events each holds and how its typed columns come out of ``args``.
 
-Each entry is the column list of one ``select ... from events where route = <table>``; the
-``events`` table and its ``route`` column are built by :mod:`pipelines.parse`. ``$base_ns`` turns
-trace-relative microseconds into absolute Unix nanoseconds (0 for legacy absolute-µs traces).
-Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
+Each entry is the column list of one ``select ... from chunk where route = <table>``; the
+``chunk`` table, its ``route`` column and ``args`` (a struct of just the keys the table uses, see
+``ARGS_USED``) are built by :mod:`pipelines.parse`. Times come out in nanoseconds relative to the
+trace's base time, which is only known once the whole file is read: the columns named in
+``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy absolute-µs traces) added when the tables are
+written. Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
 """
 
 from __future__ import annotations
 
-TS_NS = "$base_ns + cast(ts * 1000 as bigint)"
+import re
+
+from pipelines.schema import ARG_TYPES
+
+TS_NS = "cast(ts * 1000 as bigint)"
 DUR_NS = "cast(dur * 1000 as bigint)"
 
 _SLICE = f"""
@@ -173,6 +179,21 @@ STEPS_FILTER = (
     "ph = 'X' and lower(cat) in ('user_annotation', 'cpu_op', 'operator') "
     "and regexp_matches(name, '^ProfilerStep#\\d+')"
 )
+
+ABSOLUTE_TIME_COLUMNS = ("ts_ns", "end_ns")
+
+_ARG_REF = re.compile(r'args\.(?:"([^"]+)"|(\w+))')
+
+
+def _args_used(columns: str) -> dict[str, str]:
+    used = {quoted or bare for quoted, bare in _ARG_REF.findall(columns)}
+    return {key: kind for key, kind in ARG_TYPES.items() if key in used}
+
+
+ARGS_USED: dict[str, dict[str, str]] = {
+    table: _args_used(columns) for table, columns in {**RAW_TABLE_COLUMNS, "steps": STEPS_COLUMNS}.items()
+}
+"""Per table, the ``args`` keys its columns read and their types: only those are decoded for its rows."""
 
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""
