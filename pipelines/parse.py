@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ log = logging.getLogger(__name__)
 
 # The reader's buffer must hold the largest single event; it allocates about twice this per file.
 _MAX_EVENT_BYTES = 16 << 20
+_END = object()
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,40 @@ def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnectio
     con = duckdb.connect(config={"threads": settings.threads, "memory_limit": settings.memory_limit})
     con.execute("set temp_directory = $dir", {"dir": str(workdir / "spill")})
     return con
+
+
+def _prefetched(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks``, produced one ahead in a thread: inflating and cutting the next chunk overlaps
+    DuckDB decoding this one (isal and DuckDB both release the GIL)."""
+    ready: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ready.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as exc:  # handed to the consumer, raised there
+            ready.put(exc)
+            return
+        ready.put(_END)
+
+    producer = threading.Thread(target=produce, name="trace-chunker", daemon=True)
+    producer.start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        producer.join()
 
 
 def _rename_colliding_keys(chunk: bytes) -> bytes:
@@ -184,7 +222,7 @@ class _EventLoader:
         )
         for table, query in _STAGE_QUERIES.items():
             part = self._parts / table / f"{self._batches:06d}.parquet"
-            self._con.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression zstd)",
+            self._con.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression lz4_raw)",
                               {"offset": self.count})
         self._extent.append(self._con.execute(_EXTENT).fetchone())
         self.count += self._con.execute("select count(*) from chunk").fetchone()[0]
@@ -247,7 +285,7 @@ def parse_trace(
     try:
         with fs.open(path, "rb") as raw:
             chunker = EventChunker(open_decompressed(raw), chunk_bytes=settings.chunk_bytes)
-            for chunk in chunker:
+            for chunk in _prefetched(chunker):
                 loader.add(chunk)
             loader.finish()
         envelope = chunker.envelope

@@ -4,18 +4,17 @@ The event's own keys are decoded into columns by the reader; ``args`` is kept as
 table decodes only the keys it uses (``tables.ARGS_USED``) for only its own rows, because decoding
 every key of ``ARG_TYPES`` into a struct for every event costs about as much as the rest of the
 parse. Every ``args`` key the Kineto writer, HTA's config and the shared traces use is typed in
-``ARG_TYPES``. Keys that differ only in case (DuckDB struct fields must be unique ignoring case)
-are renamed in the raw bytes first (``KEY_RENAMES``); a quoted key followed by a colon cannot
-occur inside a JSON string value.
+``ARG_TYPES``. Keys that differ only in case (``bytes`` of a memcpy, ``Bytes`` of a ``[memory]``
+event) never meet in one table's struct, whose fields must be unique ignoring case. Legacy
+spellings are renamed in the raw bytes first (``KEY_RENAMES``); a quoted key followed by a colon
+cannot occur inside a JSON string value.
 """
 
 from __future__ import annotations
 
-# Legacy spellings that collide, ignoring case, with the modern key of another category.
+# Legacy spellings of a key that tables read under its modern name.
 KEY_RENAMES: dict[bytes, bytes] = {
     b'"external id":': b'"External id":',  # 2021 format
-    b'"bytes":': b'"copy bytes":',  # gpu_memcpy / gpu_memset, vs [memory] "Bytes"
-    b'"Device":': b'"op device":',  # 2021 Operator args, vs kernel "device"
 }
 
 ARG_TYPES: dict[str, str] = {
@@ -34,7 +33,7 @@ ARG_TYPES: dict[str, str] = {
     "Module Hierarchy": "VARCHAR",
     "kernel_backend": "VARCHAR",
     "kernel_hash": "VARCHAR",
-    "op device": "BIGINT",
+    "Device": "BIGINT",  # 2021 Operator args
     # collectives (record_param_comms cpu_ops and NCCL kernels)
     "Collective name": "VARCHAR",
     "In msg nelems": "BIGINT",
@@ -73,7 +72,7 @@ ARG_TYPES: dict[str, str] = {
     "est. achieved occupancy %": "DOUBLE",
     "kind": "VARCHAR",
     "kernel": "VARCHAR",
-    "copy bytes": "BIGINT",
+    "bytes": "BIGINT",  # gpu_memcpy / gpu_memset
     "memory bandwidth (GB/s)": "DOUBLE",
     # cuda_sync
     "cuda_sync_kind": "VARCHAR",
