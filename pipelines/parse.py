@@ -40,8 +40,8 @@ _END = object()
 class ParseSettings:
     """Resource bounds for parsing one trace."""
 
-    chunk_bytes: int = 64 << 20
-    memory_limit: str = "1GB"
+    chunk_bytes: int = 32 << 20  # a batch holds ``threads`` chunks
+    memory_limit: str = "512MB"  # DuckDB's buffer pool; it spills to ``workdir`` beyond this
     threads: int = 2
 
 
