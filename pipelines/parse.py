@@ -26,7 +26,7 @@ from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
-from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE
+from pipelines.schema import EVENT_COLUMNS, EVENT_TIME_TYPE, KEY_RENAMES, ROUTE
 from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class _EventLoader:
             repaired, replaced = sanitize_utf8(chunk)
             path.write_bytes(repaired)
             self._load([path])
-            self._issue("warning", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
+            self._issue("error", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
             return
         self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
 
@@ -215,7 +215,7 @@ class _EventLoader:
         self._con.execute(
             f"""
             create or replace temp table chunk as
-            select {ROUTE} as route, *
+            select {ROUTE} as route, * replace (cast(ts as {EVENT_TIME_TYPE}) as ts, cast(dur as {EVENT_TIME_TYPE}) as dur)
             from read_json($files, format = 'array', columns = $columns, maximum_object_size = {_MAX_EVENT_BYTES})
             """,
             {"files": [str(f) for f in files], "columns": EVENT_COLUMNS},
@@ -298,14 +298,14 @@ def parse_trace(
         parsed.issues += loader.issues
         if envelope.has_events_key and loader.count == 0 and not envelope.problems:
             parsed.issues.append(QualityIssue(trace.run_id, trace.trace_id, "error", "no_events", "trace has no events"))
-        if any(p.code.startswith("truncated") for p in envelope.problems) and loader.count:
+        if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             parsed.issues.append(
                 QualityIssue(
                     trace.run_id, trace.trace_id, "warning", "salvaged_events",
-                    f"salvaged {loader.count} complete events from the truncated trace", loader.count,
+                    f"salvaged {loader.count} complete events from the damaged trace", loader.count,
                 )
             )
-        if parsed.rank.source != "distributedInfo":
+        if loader.count and parsed.rank.source != "distributedInfo":
             parsed.issues.append(
                 QualityIssue(
                     trace.run_id, trace.trace_id, "warning", "rank_not_in_trace",

@@ -41,12 +41,15 @@ def join(url: str, *parts: str) -> str:
     return "/".join([url.rstrip("/"), *(p.strip("/") for p in parts)])
 
 
+def is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether ``fs`` is the local filesystem (where renames are atomic)."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
+    return "file" in protocols or "local" in protocols
+
+
 def full_url(fs: fsspec.AbstractFileSystem, path: str) -> str:
     """Return the URL a user would type for ``path`` on ``fs`` (``s3://b/k`` or a local path)."""
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    if protocol in ("file", "local"):
-        return path
-    return fs.unstrip_protocol(path)
+    return path if is_local(fs) else fs.unstrip_protocol(path)
 
 
 def redact(text: str) -> str:

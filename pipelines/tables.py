@@ -109,6 +109,8 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."External id" as external_id,
     args."Record function id" as record_function_id,
     coalesce(args."Ev Idx", args."Profiler Event Index") as ev_idx,
+    args."Input Dims" as input_dims,
+    args."Input type" as input_types,
     lower(cat) = 'gpu_user_annotation' as on_device,
     args.device as device,
     try_cast(args.stream as bigint) as stream""",
@@ -197,3 +199,14 @@ ARGS_USED: dict[str, dict[str, str]] = {
 
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""
+
+RAW_TABLES: tuple[str, ...] = (
+    *EVENT_TABLES,
+    "steps",
+    "devices",
+    "process_groups",
+    "trace_metadata",
+    "traces",
+    "quality_issues",
+)
+"""Every raw table a run's ingest writes."""

@@ -1,0 +1,1 @@
+"""Raw (ingest) and mart (SQL) assets."""

@@ -1,0 +1,68 @@
+"""One asset per SQL mart, downstream of the raw tables (and marts) its SQL reads."""
+
+import dagster as dg
+
+from dagster_project.partitions import trace_runs
+from dagster_project.resources import LakeResource
+from pipelines.tables import RAW_TABLES
+from transforms.checks import check_names
+from transforms.graph import mart_dependencies
+from transforms.models import default_sql_root, discover_models
+from transforms.runner import MartResult, build_marts
+
+SQL_ROOT = default_sql_root()
+MODELS = discover_models(SQL_ROOT)
+MARTS = sorted(name for name, model in MODELS.items() if model.layer == "marts")
+
+
+def _spec(name: str) -> dg.AssetSpec:
+    model = MODELS[name]
+    raw, marts = mart_dependencies(MODELS, name, set(RAW_TABLES))
+    return dg.AssetSpec(
+        key=["marts", name],
+        deps=[dg.AssetKey(["raw", t]) for t in sorted(raw)] + [dg.AssetKey(["marts", m]) for m in sorted(marts)],
+        description=f"{model.description}\n\nGrain: {', '.join(model.grain)}. Definition: {model.source or 'tracelake'}.",
+        group_name="marts",
+        kinds={"duckdb", "parquet"},
+        metadata={"sql": dg.MetadataValue.md(f"```sql\n{model.sql}\n```"), "grain": ", ".join(model.grain)},
+    )
+
+
+def _preview(result: MartResult) -> str:
+    header = "| " + " | ".join(result.columns) + " |\n|" + "---|" * len(result.columns) + "\n"
+    return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in result.preview)
+
+
+@dg.multi_asset(
+    specs=[_spec(name) for name in MARTS],
+    check_specs=[
+        dg.AssetCheckSpec(check, asset=dg.AssetKey(["marts", name]))
+        for name in MARTS
+        for check in check_names(MODELS[name], SQL_ROOT)
+    ],
+    partitions_def=trace_runs,
+    can_subset=True,
+    name="marts",
+)
+def marts(context: dg.AssetExecutionContext, lake: LakeResource):
+    """Run the selected SQL marts on DuckDB over the run's raw Parquet and commit them."""
+    selected = {key.path[-1] for key in context.selected_asset_keys}
+    for result in build_marts(lake.lake(), context.partition_key, select=selected, sql_root=SQL_ROOT):
+        key = dg.AssetKey(["marts", result.name])
+        yield dg.MaterializeResult(
+            asset_key=key,
+            metadata={
+                "dagster/row_count": result.row_count,
+                "path": dg.MetadataValue.path(result.url),
+                "preview": dg.MetadataValue.md(_preview(result)),
+            },
+        )
+        for check in result.checks:
+            if dg.AssetCheckKey(key, check.name) in context.selected_asset_check_keys:
+                yield dg.AssetCheckResult(
+                    asset_key=key,
+                    check_name=check.name,
+                    passed=check.passed,
+                    metadata={"failing_rows": check.failures, "sample": str(check.sample[:3])},
+                    description=check.description,
+                )

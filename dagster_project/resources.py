@@ -1,0 +1,60 @@
+"""Where traces come from and where the lake is; values come from environment variables."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import dagster as dg
+import orjson
+
+from pipelines.lake import Lake
+from pipelines.parse import ParseSettings
+
+
+def _options(storage_options_json: str) -> dict[str, Any] | None:
+    return orjson.loads(storage_options_json) if storage_options_json else None
+
+
+class TraceSourceResource(dg.ConfigurableResource):
+    """The folder or bucket prefix holding one folder of trace files per run."""
+
+    url: str
+    storage_options_json: str = ""
+
+    def options(self) -> dict[str, Any] | None:
+        """Explicit fsspec options; credentials otherwise come from the standard AWS variables."""
+        return _options(self.storage_options_json)
+
+
+class LakeResource(dg.ConfigurableResource):
+    """The Parquet lake (a local path or fsspec URL)."""
+
+    url: str
+    storage_options_json: str = ""
+
+    def lake(self) -> Lake:
+        """The lake handle used by pipelines/ and transforms/."""
+        return Lake(self.url, _options(self.storage_options_json))
+
+
+class IngestSettingsResource(dg.ConfigurableResource):
+    """Bounds for parsing: chunk size and DuckDB memory budget per trace, traces parsed at once."""
+
+    chunk_mb: int = 64
+    memory_limit: str = "1GB"
+    parallelism: int = 0
+
+    def parse_settings(self) -> ParseSettings:
+        """The pipelines-level settings."""
+        return ParseSettings(chunk_bytes=self.chunk_mb << 20, memory_limit=self.memory_limit)
+
+
+def default_resources() -> dict[str, dg.ConfigurableResource]:
+    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE and TRACELAKE_STORAGE_OPTIONS."""
+    options = dg.EnvVar("TRACELAKE_STORAGE_OPTIONS") if "TRACELAKE_STORAGE_OPTIONS" in os.environ else ""
+    return {
+        "source": TraceSourceResource(url=dg.EnvVar("TRACELAKE_SOURCE"), storage_options_json=options),
+        "lake": LakeResource(url=dg.EnvVar("TRACELAKE_LAKE"), storage_options_json=options),
+        "ingest_settings": IngestSettingsResource(),
+    }

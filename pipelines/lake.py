@@ -1,0 +1,135 @@
+"""The lake's layout and its commit protocol: a run's partition is replaced whole or not at all.
+
+Files go to ``LAKE/<layer>/<table>/run_id=<run_id>/<version>-<name>.parquet``. A write uploads
+every new file first and then commits by writing one manifest,
+``LAKE/_manifests/<layer>/<run_id>.json``, in a single PUT (object stores) or rename (local).
+Readers that go through the manifests (``tracelake sql``, ``open_lake``) only ever see committed
+files. Files of older versions and of interrupted writes are deleted after the next commit of that
+run, so plain Parquet globs over the lake also see exactly one version once a write finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipelines.storage import filesystem, full_url, is_local
+
+log = logging.getLogger(__name__)
+
+LAYERS = ("raw", "marts")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The committed files of one run in one layer, by table (paths relative to the lake root)."""
+
+    run_id: str
+    layer: str
+    version: str
+    committed_at: str
+    tables: dict[str, list[str]]
+
+
+def new_version() -> str:
+    """A sortable, unique version tag for one write of one run."""
+    return time.strftime("v%Y%m%dT%H%M%S", time.gmtime()) + secrets.token_hex(3)
+
+
+class Lake:
+    """A lake at a local path or fsspec URL."""
+
+    def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self.options = options
+        self.fs, self.root = filesystem(url, options)
+
+    def _path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def url_of(self, relative: str) -> str:
+        """Full URL (or local path) of a path relative to the lake root."""
+        return full_url(self.fs, self._path(relative))
+
+    def _manifest_path(self, layer: str, run_id: str) -> str:
+        return self._path("_manifests", layer, f"{run_id}.json")
+
+    def write_run(
+        self, layer: str, run_id: str, files: dict[str, list[tuple[str, Path]]], *, keep_other_tables: bool = False
+    ) -> Manifest:
+        """Upload ``files`` (table → [(name, local parquet)]) as the new version of ``run_id``, then commit.
+
+        The previous version stays visible until the manifest is replaced. With
+        ``keep_other_tables`` the run's committed tables that ``files`` does not name are kept.
+        """
+        version = new_version()
+        previous = self.manifest(layer, run_id) if keep_other_tables else None
+        tables: dict[str, list[str]] = dict(previous.tables) if previous else {}
+        for table, entries in files.items():
+            tables[table] = []
+            for name, local in entries:
+                relative = posixpath.join(layer, table, f"run_id={run_id}", f"{version}-{name}.parquet")
+                self.fs.makedirs(posixpath.dirname(self._path(relative)), exist_ok=True)
+                self.fs.put_file(str(local), self._path(relative))
+                tables[table].append(relative)
+        manifest = Manifest(run_id, layer, version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), tables)
+        self._commit(manifest)
+        self._collect_garbage(manifest)
+        return manifest
+
+    def _commit(self, manifest: Manifest) -> None:
+        target = self._manifest_path(manifest.layer, manifest.run_id)
+        body = orjson.dumps(manifest.__dict__, option=orjson.OPT_INDENT_2)
+        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
+        if is_local(self.fs):
+            staging = f"{target}.{manifest.version}.tmp"
+            self.fs.pipe_file(staging, body)
+            Path(staging).replace(target)  # atomic on one filesystem
+        else:
+            self.fs.pipe_file(target, body)  # a PUT is atomic on object stores
+
+    def _collect_garbage(self, manifest: Manifest) -> None:
+        """Delete this run's files that the manifest does not name (older versions, interrupted writes)."""
+        keep = {self._path(p) for paths in manifest.tables.values() for p in paths}
+        layer_dir = self._path(manifest.layer)
+        for table_dir in self.fs.ls(layer_dir, detail=False):
+            run_dir = posixpath.join(table_dir, f"run_id={manifest.run_id}")
+            if not self.fs.exists(run_dir):
+                continue
+            for path in self.fs.find(run_dir):
+                if path not in keep:
+                    log.debug("removing stale %s", path)
+                    self.fs.rm_file(path)
+
+    def manifest(self, layer: str, run_id: str) -> Manifest | None:
+        """The committed manifest of a run, or None if the run was never committed."""
+        path = self._manifest_path(layer, run_id)
+        if not self.fs.exists(path):
+            return None
+        return Manifest(**orjson.loads(self.fs.cat_file(path)))
+
+    def manifests(self, layer: str) -> list[Manifest]:
+        """Every committed run of a layer."""
+        folder = self._path("_manifests", layer)
+        if not self.fs.exists(folder):
+            return []
+        paths = [p for p in self.fs.ls(folder, detail=False) if p.endswith(".json")]
+        bodies = self.fs.cat(paths) if paths else {}
+        return [Manifest(**orjson.loads(bodies[p])) for p in sorted(bodies)]
+
+    def committed_files(self, layer: str, run_ids: set[str] | None = None) -> dict[str, list[str]]:
+        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``)."""
+        tables: dict[str, list[str]] = {}
+        for manifest in self.manifests(layer):
+            if run_ids is not None and manifest.run_id not in run_ids:
+                continue
+            for table, paths in manifest.tables.items():
+                tables.setdefault(table, []).extend(self.url_of(p) for p in paths)
+        return tables

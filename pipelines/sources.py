@@ -1,0 +1,72 @@
+"""Find the runs and trace files under a source folder or bucket prefix."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.identity import TraceFile, is_trace_file, run_id_for, trace_id_for
+from pipelines.storage import filesystem, full_url
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """One run: a folder that directly holds trace files."""
+
+    run_id: str
+    url: str
+    traces: tuple[TraceFile, ...]
+
+
+def _unique_trace_ids(names: list[str]) -> list[str]:
+    """Trace ids per file, suffixed where two names differ only by extension (``a.json``, ``a.json.gz``)."""
+    seen: dict[str, int] = defaultdict(int)
+    ids = []
+    for name in names:
+        base = trace_id_for(name)
+        seen[base] += 1
+        ids.append(base if seen[base] == 1 else f"{base}~{seen[base]}")
+    return ids
+
+
+def discover_runs(source_url: str, options: dict[str, Any] | None = None) -> list[RunSource]:
+    """Every run under ``source_url`` (a folder, bucket prefix, or a single trace file).
+
+    Raises:
+        FileNotFoundError: when ``source_url`` does not exist.
+    """
+    fs, root = filesystem(source_url, options)
+    if not fs.exists(root):
+        raise FileNotFoundError(f"source {source_url} does not exist")
+    if fs.isfile(root):
+        files = {root: fs.info(root)}
+        root = posixpath.dirname(root)
+    else:
+        files = fs.find(root, detail=True)
+    by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for path, info in files.items():
+        rel = posixpath.relpath(path, root)
+        if info.get("type", "file") == "file" and is_trace_file(posixpath.basename(path)):
+            if any(part.startswith((".", "_")) for part in rel.split("/")[:-1]):
+                continue
+            by_dir[posixpath.dirname(rel) if "/" in rel else ""].append((path, info))
+    source_name = posixpath.basename(root.rstrip("/")) or "run"
+    runs = []
+    for rel_dir, entries in sorted(by_dir.items()):
+        entries.sort(key=lambda e: e[0])
+        run_id = run_id_for(rel_dir, source_name)
+        ids = _unique_trace_ids([posixpath.basename(p) for p, _ in entries])
+        traces = tuple(
+            TraceFile(
+                url=full_url(fs, path),
+                run_id=run_id,
+                trace_id=trace_id,
+                size_bytes=int(info.get("size") or 0),
+                etag=str(info.get("ETag") or info.get("etag") or info.get("mtime") or "") or None,
+            )
+            for (path, info), trace_id in zip(entries, ids, strict=True)
+        )
+        runs.append(RunSource(run_id, full_url(fs, posixpath.join(root, rel_dir) if rel_dir else root), traces))
+    return runs

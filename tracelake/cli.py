@@ -1,0 +1,89 @@
+"""The ``tracelake`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+import orjson
+
+
+def _storage_options(values: list[str]) -> dict[str, Any] | None:
+    """``--storage-option key=value`` pairs (values parsed as JSON where they are, e.g. true / 3)."""
+    options: dict[str, Any] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"tracelake: --storage-option expects KEY=VALUE, got {item!r}")
+        try:
+            options[key] = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            options[key] = value
+    return options or None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tracelake", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="ingest every trace under SOURCE into the lake and build every table")
+    ingest.add_argument("source", help="local folder or fsspec URL (s3://bucket/prefix) holding one folder per run")
+    ingest.add_argument("--lake", required=True, help="local folder or fsspec URL of the lake")
+    ingest.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="fsspec option for s3:// and other URLs (repeatable)")
+    ingest.add_argument("--parallelism", type=int, default=0, help="traces parsed at once (default: cores)")
+
+    sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
+    sql.add_argument("query")
+    sql.add_argument("--lake", required=True)
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+
+    demo = commands.add_parser("demo", help="profile small torch jobs, ingest them with sample GPU traces, report")
+    demo.add_argument("--lake", default="lake", help="where to write the demo lake (default: ./lake)")
+    demo.add_argument("--traces", default="demo-traces", help="where to write the demo traces (default: ./demo-traces)")
+
+    ui = commands.add_parser("ui", help="start the Dagster UI over the project's definitions")
+    ui.add_argument("--lake", default="lake")
+    ui.add_argument("--source", default="demo-traces")
+    ui.add_argument("--port", type=int, default=3000)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tracelake`` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "ingest":
+        from tracelake.ingest import ingest
+
+        return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
+                      parallelism=args.parallelism)
+    if args.command == "sql":
+        from tracelake.query import run_query, write_result
+
+        try:
+            columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option))
+        except (ValueError, RuntimeError) as exc:
+            print(f"tracelake sql: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # DuckDB's own errors: show them as one line, not a traceback
+            if type(exc).__module__.startswith(("duckdb", "_duckdb")):
+                print(f"tracelake sql: {exc}", file=sys.stderr)
+                return 2
+            raise
+        write_result(columns, rows, args.format)
+        return 0
+    if args.command == "demo":
+        from tracelake.demo import run_demo
+
+        return run_demo(lake_url=args.lake, traces_dir=args.traces)
+    from tracelake.ui import run_ui
+
+    return run_ui(lake_url=args.lake, source_url=args.source, port=args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

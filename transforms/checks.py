@@ -1,0 +1,80 @@
+"""Data checks on a built mart: each is a query whose rows are the failures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from transforms.models import SqlModel
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of one mart."""
+
+    mart: str
+    name: str
+    description: str
+    failures: int
+    sample: list[tuple[object, ...]]
+
+    @property
+    def passed(self) -> bool:
+        """True when the check found no failing rows."""
+        return self.failures == 0
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _check_files(model: SqlModel, sql_root: Path) -> dict[str, Path]:
+    """``sql/checks/<mart>__<check>.sql`` files of a mart, by check name."""
+    return {p.stem.split("__", 1)[1]: p for p in sorted((sql_root / "checks").glob(f"{model.name}__*.sql"))}
+
+
+def check_names(model: SqlModel, sql_root: Path) -> list[str]:
+    """The checks of a mart, known before it runs (Dagster declares them up front)."""
+    return ["grain_unique", "value_ranges", *_check_files(model, sql_root)]
+
+
+def check_queries(model: SqlModel, columns: list[str], sql_root: Path) -> dict[str, tuple[str, str]]:
+    """Check name → (description, failing-rows query) for a mart with the given columns.
+
+    ``grain_unique`` from the ``-- grain:`` header; ``value_ranges`` from naming rules (``*_ratio``
+    within [0, 1], ``*_ns`` durations not negative); one more per ``sql/checks/<mart>__<check>.sql``.
+    """
+    table = _quote(model.name)
+    grain = ", ".join(_quote(c) for c in model.grain)
+    ratios = [c for c in columns if c.endswith("_ratio")]
+    durations = [c for c in columns if c.endswith("_ns") and not c.endswith(("ts_ns", "start_ns", "end_ns"))]
+    violations = [f"{_quote(c)} not between 0 and 1" for c in ratios] + [f"{_quote(c)} < 0" for c in durations]
+    checks = {
+        "grain_unique": (
+            f"one row per ({', '.join(model.grain)})",
+            f"select {grain}, count(*) as n from {table} group by all having count(*) > 1",
+        ),
+        "value_ranges": (
+            "ratios within [0, 1] and durations not negative",
+            f"select * from {table} where {' or '.join(violations) or 'false'}",
+        ),
+    }
+    for name, path in _check_files(model, sql_root).items():
+        text = path.read_text()
+        description = " ".join(line.lstrip("-").strip() for line in text.splitlines() if line.startswith("--"))
+        checks[name] = (description, text)
+    return checks
+
+
+def run_checks(
+    con: duckdb.DuckDBPyConnection, model: SqlModel, columns: list[str], sql_root: Path
+) -> list[CheckResult]:
+    """Run every check of ``model`` against its temp table in ``con``."""
+    results = []
+    for name, (description, query) in check_queries(model, columns, sql_root).items():
+        rows = con.execute(f"select * from ({query}) limit 5").fetchall()
+        failures = con.execute(f"select count(*) from ({query})").fetchone()
+        results.append(CheckResult(model.name, name, description, failures[0] if failures else 0, rows))
+    return results

@@ -1,0 +1,55 @@
+"""Run order of SQL models: topological over inferred dependencies, never by file name."""
+
+from __future__ import annotations
+
+from graphlib import CycleError, TopologicalSorter
+
+from transforms.models import SqlModel
+
+
+def upstream_closure(models: dict[str, SqlModel], selected: set[str]) -> set[str]:
+    """``selected`` plus every model they read, transitively."""
+    todo, seen = list(selected), set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in models:
+            continue
+        seen.add(name)
+        todo.extend(models[name].deps)
+    return seen
+
+
+def run_order(models: dict[str, SqlModel], known_tables: set[str], selected: set[str] | None = None) -> list[str]:
+    """Models to run, dependencies first.
+
+    Raises:
+        ValueError: a model reads a name that is neither a raw table nor a model, or models form a cycle.
+    """
+    for model in models.values():
+        unknown = model.deps - set(models) - known_tables
+        if unknown:
+            raise ValueError(f"{model.path}: reads unknown tables {sorted(unknown)}")
+    names = upstream_closure(models, selected) if selected is not None else set(models)
+    sorter = TopologicalSorter({n: models[n].deps & set(models) for n in names})
+    try:
+        return list(sorter.static_order())
+    except CycleError as exc:
+        raise ValueError(f"SQL models form a cycle: {' -> '.join(exc.args[1])}") from exc
+
+
+def mart_dependencies(models: dict[str, SqlModel], mart: str, known_tables: set[str]) -> tuple[set[str], set[str]]:
+    """The raw tables and other marts that ``mart`` reads, through any staging or intermediate models."""
+    raw, marts = set(), set()
+    todo, seen = list(models[mart].deps), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in models and models[name].layer == "marts":
+            marts.add(name)
+        elif name in models:
+            todo.extend(models[name].deps)
+        elif name in known_tables:
+            raw.add(name)
+    return raw, marts

@@ -1,0 +1,129 @@
+"""Run the SQL models over one run's raw tables and commit every mart of that run to the lake."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from pipelines.lake import Lake
+from pipelines.storage import is_local
+from pipelines.tables import RAW_TABLES
+from transforms.checks import CheckResult, run_checks
+from transforms.graph import run_order
+from transforms.models import SqlModel, default_sql_root, discover_models
+
+log = logging.getLogger(__name__)
+
+PREVIEW_ROWS = 10
+
+
+@dataclass(frozen=True)
+class MartResult:
+    """A mart built for one run."""
+
+    name: str
+    row_count: int
+    url: str
+    columns: list[str]
+    preview: list[tuple[object, ...]]
+    checks: list[CheckResult]
+
+
+def connect(lake: Lake, *, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that can read the lake (object stores through the lake's fsspec filesystem)."""
+    config: dict[str, object] = {}
+    if threads:
+        config["threads"] = threads
+    if memory_limit:
+        config["memory_limit"] = memory_limit
+    con = duckdb.connect(config=config)
+    if not is_local(lake.fs):
+        con.register_filesystem(lake.fs)
+    return con
+
+
+def register_run_tables(con: duckdb.DuckDBPyConnection, lake: Lake, layer: str, run_id: str) -> list[str]:
+    """Create a view per committed table of ``run_id`` in ``layer``, with ``run_id`` as its first column."""
+    files = lake.committed_files(layer, {run_id})
+    con.execute("set variable run_id = $run_id", {"run_id": run_id}).fetchall()
+    for table, urls in files.items():
+        con.execute(f"set variable files_{table} = $urls", {"urls": urls}).fetchall()
+        con.execute(
+            f"create or replace temp view {table} as "
+            f"select getvariable('run_id')::varchar as run_id, * "
+            f"from read_parquet(getvariable('files_{table}'), union_by_name = true)"
+        ).fetchall()
+    return sorted(files)
+
+
+def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
+    kind = "table" if model.layer == "marts" else "view"
+    try:
+        con.execute(f"create or replace temp {kind} {model.name} as {model.sql}").fetchall()
+        if kind == "table":
+            _narrow_hugeints(con, model.name)
+    except duckdb.Error as exc:
+        raise RuntimeError(f"{model.path}: {exc}") from exc
+
+
+def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """``sum()`` of BIGINT is HUGEINT, which Parquet stores as DOUBLE: keep integer ns and bytes int64."""
+    columns = con.execute(
+        "select column_name from duckdb_columns() where table_name = $t and data_type = 'HUGEINT'", {"t": table}
+    ).fetchall()
+    for (column,) in columns:
+        con.execute(f'alter table {table} alter "{column}" type bigint').fetchall()
+
+
+def build_marts(
+    lake: Lake,
+    run_id: str,
+    *,
+    select: set[str] | None = None,
+    sql_root: Path | None = None,
+    threads: int | None = None,
+    memory_limit: str | None = None,
+) -> list[MartResult]:
+    """Build the selected marts (default: all) of ``run_id`` and commit them under ``LAKE/marts``."""
+    root = sql_root or default_sql_root()
+    models = discover_models(root)
+    order = run_order(models, set(RAW_TABLES), select)
+    con = connect(lake, threads=threads, memory_limit=memory_limit)
+    results: list[MartResult] = []
+    try:
+        register_run_tables(con, lake, "raw", run_id)
+        with tempfile.TemporaryDirectory(prefix=f"tracelake-marts-{run_id}-") as tmp:
+            files: dict[str, list[tuple[str, Path]]] = {}
+            for name in order:
+                model = models[name]
+                _create(con, model)
+                if model.layer != "marts" or (select is not None and name not in select):
+                    continue
+                local = Path(tmp) / f"{name}.parquet"
+                con.execute(f"copy (select * exclude (run_id) from {name}) to '{local}' (format parquet)").fetchall()
+                files[name] = [("run", local)]
+                preview = con.execute(f"select * from {name} limit {PREVIEW_ROWS}")
+                columns = [d[0] for d in preview.description]
+                rows = preview.fetchall()
+                count = con.execute(f"select count(*) from {name}").fetchone()
+                results.append(
+                    MartResult(
+                        name=name,
+                        row_count=count[0] if count else 0,
+                        url="",
+                        columns=columns,
+                        preview=rows,
+                        checks=run_checks(con, model, columns, root),
+                    )
+                )
+            manifest = lake.write_run("marts", run_id, files, keep_other_tables=select is not None)
+    finally:
+        con.close()
+    return [
+        MartResult(r.name, r.row_count, lake.url_of(manifest.tables[r.name][0]), r.columns, r.preview, r.checks)
+        for r in results
+    ]
