@@ -34,8 +34,12 @@ from bench.make_trace import DEFAULT_SOURCE, parse_size  # noqa: E402
 # HTA holds the whole trace as Python objects and then DataFrames: about 6x the JSON size at peak
 # (1.4 GB for 234 MB). It is skipped where that would not fit in half the memory free now.
 HTA_BYTES_PER_JSON_BYTE = 6.5
-STEPS = ("hta_load", "parse", "ingest")
-NOT_AVAILABLE = "not yet available"
+STEPS = ("hta_load", "parse", "ingest", "models")
+LAKE = OUT / "lake"  # every size ingested as its own run, for the models and the cross-run query
+CROSS_RUN_QUERY = """
+    select run_id, kernel_type, sum(calls) as kernels, sum(total_ns) / 1e9 as seconds
+    from kernel_stats group by run_id, kernel_type order by run_id, seconds desc
+"""
 
 
 # ----------------------------------------------------------------------------- child side
@@ -61,12 +65,27 @@ def _step_parse(trace_dir: Path, scratch: Path) -> dict[str, Any]:
 
 
 def _step_ingest(trace_dir: Path, scratch: Path) -> dict[str, Any]:
-    try:
-        from tracelake.cli import main as cli_main
-    except ImportError:
-        return {"skipped": NOT_AVAILABLE}
-    cli_main(["ingest", str(trace_dir), "--lake", str(scratch / "lake")])
-    return {}
+    from tracelake.cli import main as cli_main
+
+    code = cli_main(["ingest", str(trace_dir), "--lake", str(scratch / "lake")])
+    return {"exit_code": code}
+
+
+def _step_models(trace_dir: Path, scratch: Path) -> dict[str, Any]:
+    """Every SQL model of one run, over the raw tables already in the shared bench lake."""
+    from pipelines.lake import Lake
+    from transforms.runner import build_marts
+
+    marts = build_marts(Lake(str(LAKE)), trace_dir.name)
+    return {"marts": len(marts)}
+
+
+def _step_cross_run(trace_dir: Path, scratch: Path) -> dict[str, Any]:
+    """One query over every run in the shared bench lake: kernel time by kernel type, per run."""
+    from tracelake.query import run_query
+
+    _, rows = run_query(CROSS_RUN_QUERY, str(LAKE))
+    return {"rows": len(rows)}
 
 
 def _child(step: str, trace_dir: Path, scratch: Path) -> None:
@@ -129,8 +148,6 @@ def _ensure_trace(size: str, source: Path) -> tuple[Path, int]:
 
 def _measure(step: str, trace_dir: Path, repeat: int) -> dict[str, Any]:
     runs = [_run_child(step, trace_dir) for _ in range(repeat)]
-    if "skipped" in runs[0]:
-        return {"skipped": runs[0]["skipped"]}
     summary = {k: v for k, v in runs[0].items() if k not in ("wall_s", "cpu_s", "peak_rss_mb")}
     for key in ("wall_s", "cpu_s", "peak_rss_mb"):
         summary[key] = statistics.median(r[key] for r in runs)
@@ -144,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", default=",".join(STEPS))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    parser.add_argument("--tag", default="", help="suffix of the results files, to keep runs with other sizes")
     parser.add_argument("--child", nargs=3, metavar=("STEP", "TRACE_DIR", "SCRATCH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -151,23 +169,49 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     OUT.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(LAKE, ignore_errors=True)
     results: list[dict[str, Any]] = []
     for size in args.sizes.split(","):
         trace_dir, uncompressed = _ensure_trace(size, args.source)
         row: dict[str, Any] = {"size": size, "uncompressed_mb": uncompressed / 1e6, "steps": {}}
         for step in args.steps.split(","):
             if step == "hta_load" and uncompressed * HTA_BYTES_PER_JSON_BYTE > _available_bytes() / 2:
-                row["steps"][step] = {"skipped": f"would need ~{uncompressed * HTA_BYTES_PER_JSON_BYTE / 1e9:.0f} GB"}
+                row["steps"][step] = {"skipped": f"skipped: would need ~{uncompressed * HTA_BYTES_PER_JSON_BYTE / 1e9:.0f} GB"}
             else:
+                if step == "models":  # the run's raw tables must be in the shared lake first
+                    subprocess.run([sys.executable, "-m", "tracelake.cli", "ingest", str(trace_dir), "--lake", str(LAKE)],
+                                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
                 row["steps"][step] = _measure(step, trace_dir, args.repeat)
             print(f"{size} {step}: {row['steps'][step]}", file=sys.stderr, flush=True)
         results.append(row)
+    if "models" in args.steps:
+        cross = {"size": "all runs", "uncompressed_mb": sum(r["uncompressed_mb"] for r in results), "steps": {}}
+        cross["steps"]["cross_run"] = _measure("cross_run", LAKE, args.repeat)
+        results.append(cross)
 
     command = "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    (OUT / "results.json").write_text(json.dumps({"command": command, "results": results}, indent=2))
-    table = render_table(results)
-    (OUT / "results.md").write_text(f"`{command}`\n\n{table}\n")
+    name = f"results-{args.tag}" if args.tag else "results"
+    (OUT / f"{name}.json").write_text(json.dumps({"command": command, "results": results}, indent=2))
+    table = render_table(results) + "\n\n" + render_growth(results)
+    (OUT / f"{name}.md").write_text(f"`{command}`\n\n{table}\n")
     print(table)
+
+
+def render_growth(results: list[dict[str, Any]]) -> str:
+    """How each step's time per MB and peak memory change with trace size (linear time = flat s/GB)."""
+    lines = ["| step | " + " | ".join(f"{r['uncompressed_mb']:.0f} MB" for r in results if "cross_run" not in r["steps"])
+             + " |", "|---|" + "---:|" * sum(1 for r in results if "cross_run" not in r["steps"])]
+    steps = [s for s in STEPS if any(s in r["steps"] for r in results)]
+    for step in steps:
+        cells = []
+        for r in results:
+            if "cross_run" in r["steps"]:
+                continue
+            m = r["steps"].get(step, {})
+            cells.append(f"{m['wall_s'] / r['uncompressed_mb'] * 1000:.1f} s/GB, {m['peak_rss_mb']:.0f} MB"
+                         if "wall_s" in m else "-")
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def render_table(results: list[dict[str, Any]]) -> str:
