@@ -20,6 +20,7 @@ from isal import isal_zlib
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 KINETO_BOUNDARY = b"\n  },\n  {"
+_KINETO_EVENTS_END = b"\n  }\n  ]"
 _COMPACT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _READ_BLOCK = 8 << 20
 _STREAM_ERRORS = (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
@@ -163,12 +164,27 @@ class EventChunker:
                 if cut < 0:
                     kineto_layout = False  # compact JSON: decoded whole at the end
                     continue
-                yield b"[" + bytes(buf[: cut + 4]) + b"]"
+                with memoryview(buf) as view:
+                    chunk = b"".join((b"[", view[: cut + 4], b"]"))  # one copy of the events
+                yield chunk
                 del buf[: cut + len(KINETO_BOUNDARY) - 1]
         yield from self._finish(prefix, bytes(buf))
 
     def _finish(self, prefix: bytes, tail: bytes) -> Iterator[bytes]:
-        """Decode the last events together with the keys that follow ``traceEvents``."""
+        """The last events, and the keys that follow ``traceEvents`` decoded into the envelope.
+
+        In libkineto's layout the events array ends with ``"\n  }\n  ]"``: the keys after it are
+        decoded alone and the events passed on as they are. Otherwise (compact JSON, a truncated
+        or broken end) the events are decoded here too, and salvaged if they must be.
+        """
+        end = tail.rfind(_KINETO_EVENTS_END)
+        if end >= 0:
+            metadata = self._decode(self._header + b'"traceEvents": []' + tail[end + len(_KINETO_EVENTS_END) :])
+            if isinstance(metadata, dict):
+                metadata.pop("traceEvents", None)
+                self.envelope.metadata = metadata
+                yield b"[" + tail[: end + 4] + b"]"
+                return
         document = self._decode(prefix + tail)
         if isinstance(document, dict) and isinstance(document.get("traceEvents"), list):
             events = document.pop("traceEvents")

@@ -8,7 +8,11 @@ The base time and rank are often written after the events, so the tables are wri
 
 from __future__ import annotations
 
+import json
 import logging
+import queue
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,22 +27,21 @@ from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
 from pipelines.schema import EVENT_COLUMNS, EVENT_TIME_TYPE, KEY_RENAMES, ROUTE
-from pipelines.tables import RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
+from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
 log = logging.getLogger(__name__)
 
-_TIME_COLUMNS = ("ts", "dur")
-_CHUNK_COLUMNS = ", ".join(
-    f"cast({name} as {EVENT_TIME_TYPE})" if name in _TIME_COLUMNS else f'"{name}"' for name in EVENT_COLUMNS
-)
+# The reader's buffer must hold the largest single event; it allocates about twice this per file.
+_MAX_EVENT_BYTES = 16 << 20
+_END = object()
 
 
 @dataclass(frozen=True)
 class ParseSettings:
     """Resource bounds for parsing one trace."""
 
-    chunk_bytes: int = 64 << 20
-    memory_limit: str = "1GB"
+    chunk_bytes: int = 32 << 20  # a batch holds ``threads`` chunks
+    memory_limit: str = "512MB"  # DuckDB's buffer pool; it spills to ``workdir`` beyond this
     threads: int = 2
 
 
@@ -66,11 +69,41 @@ class ParsedTrace:
 def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(config={"threads": settings.threads, "memory_limit": settings.memory_limit})
     con.execute("set temp_directory = $dir", {"dir": str(workdir / "spill")})
-    columns = ", ".join(
-        f'"{name}" {EVENT_TIME_TYPE if name in _TIME_COLUMNS else kind}' for name, kind in EVENT_COLUMNS.items()
-    )
-    con.execute(f"create table events (event_idx bigint, route varchar, {columns})")
     return con
+
+
+def _prefetched(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks``, produced one ahead in a thread: inflating and cutting the next chunk overlaps
+    DuckDB decoding this one (isal and DuckDB both release the GIL)."""
+    ready: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ready.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as exc:  # handed to the consumer, raised there
+            ready.put(exc)
+            return
+        ready.put(_END)
+
+    producer = threading.Thread(target=produce, name="trace-chunker", daemon=True)
+    producer.start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        producer.join()
 
 
 def _rename_colliding_keys(chunk: bytes) -> bytes:
@@ -80,79 +113,150 @@ def _rename_colliding_keys(chunk: bytes) -> bytes:
     return chunk
 
 
-class _EventLoader:
-    """Appends chunks of events to the ``events`` table, numbering events in trace order."""
+def _quoted(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path, trace: TraceFile) -> None:
+
+def _table_source(table: str, where: str) -> str:
+    """The rows of ``chunk`` matching ``where``, numbered, with ``args`` decoded to the keys ``table`` reads."""
+    args = ARGS_USED[table]
+    if not args:
+        return f"(select rowid + $offset as event_idx, * from chunk where {where})"
+    struct = json.dumps(args).replace("'", "''")
+    return (
+        f"(select rowid + $offset as event_idx, * replace (json_transform(args, '{struct}') as args)"
+        f" from chunk where {where})"
+    )
+
+
+# Per table: the query that turns a batch's ``chunk`` rows into that table's rows.
+_STAGE_QUERIES: dict[str, str] = {
+    **{
+        table: f"select {columns} from " + _table_source(table, f"route = '{table}'")
+        for table, columns in RAW_TABLE_COLUMNS.items()
+    },
+    "steps": f"select {STEPS_COLUMNS} from {_table_source('steps', STEPS_FILTER)}",
+}
+_EXTENT = """
+    select
+        min(ts) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
+        max(ts + dur) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
+        min(ts) filter (where ph in ('X', 'i', 'I')),
+        max(ts + coalesce(dur, 0)) filter (where ph in ('X', 'i', 'I'))
+    from chunk
+"""
+
+
+class _EventLoader:
+    """Decodes chunks of events a batch at a time and appends each table's rows to Parquet parts.
+
+    A batch is one chunk per DuckDB thread, decoded by one ``read_json`` over all of its files
+    (the reader decodes files in parallel), into a ``chunk`` table whose ``rowid`` numbers the
+    events in trace order. Each table's rows are then written to a Parquet part of their own, so
+    memory holds one batch whatever the trace's size; :meth:`write_tables` joins the parts.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path, trace: TraceFile, batch_size: int) -> None:
         self._con = con
-        self._chunk_path = workdir / "chunk.json"
+        self._workdir = workdir
+        self._parts = workdir / "parts"
         self._trace = trace
+        self._batch_size = batch_size
+        self._pending: list[Path] = []
+        self._batches = 0
+        self._extent: list[tuple[Any, Any, Any, Any]] = []
         self.count = 0
         self.issues: list[QualityIssue] = []
+        for table in _STAGE_QUERIES:
+            (self._parts / table).mkdir(parents=True, exist_ok=True)
 
-    def load(self, chunk: bytes) -> None:
-        chunk = _rename_colliding_keys(chunk)
+    def add(self, chunk: bytes) -> None:
+        path = self._workdir / f"chunk-{len(self._pending)}.json"
+        path.write_bytes(_rename_colliding_keys(chunk))
+        self._pending.append(path)
+        if len(self._pending) == self._batch_size:
+            self._load_pending()
+
+    def finish(self) -> None:
+        """Load what is pending; with no events at all, load an empty batch so every table gets its columns."""
+        if not self._pending and self._batches == 0:
+            self.add(b"[]")
+        if self._pending:
+            self._load_pending()
+
+    def _load_pending(self) -> None:
+        files, self._pending = self._pending, []
         try:
-            self._insert(chunk)
-        except duckdb.Error as exc:
-            try:
-                chunk.decode("utf-8")
-            except UnicodeDecodeError:
-                repaired, replaced = sanitize_utf8(chunk)
-                self._insert(repaired)
-                self._issue("error", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
-                return
-            self._issue("error", "unparseable_events", f"a block of events could not be decoded: {exc}")
+            self._load(files)
+        except duckdb.Error:
+            for path in files:  # find the bad chunk(s); load the others
+                self._load_one_repaired(path)
+        for path in files:
+            path.unlink()
 
-    def _insert(self, chunk: bytes) -> None:
-        self._chunk_path.write_bytes(chunk)
-        inserted = self._con.execute(
+    def _load_one_repaired(self, path: Path) -> None:
+        try:
+            self._load([path])
+            return
+        except duckdb.Error as exc:
+            error = exc
+        chunk = path.read_bytes()
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            repaired, replaced = sanitize_utf8(chunk)
+            path.write_bytes(repaired)
+            self._load([path])
+            self._issue("error", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
+            return
+        self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
+
+    def _load(self, files: list[Path]) -> None:
+        self._con.execute(
             f"""
-            insert into events
-            select $offset + row_number() over () - 1, {ROUTE}, {_CHUNK_COLUMNS}
-            from read_json($path, format = 'array', columns = $columns, maximum_object_size = 268435456)
+            create or replace temp table chunk as
+            select {ROUTE} as route, * replace (cast(ts as {EVENT_TIME_TYPE}) as ts, cast(dur as {EVENT_TIME_TYPE}) as dur)
+            from read_json($files, format = 'array', columns = $columns, maximum_object_size = {_MAX_EVENT_BYTES})
             """,
-            {"offset": self.count, "path": str(self._chunk_path), "columns": EVENT_COLUMNS},
-        ).fetchone()
-        self.count += inserted[0] if inserted else 0
+            {"files": [str(f) for f in files], "columns": EVENT_COLUMNS},
+        )
+        for table, query in _STAGE_QUERIES.items():
+            part = self._parts / table / f"{self._batches:06d}.parquet"
+            self._con.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression lz4_raw)",
+                              {"offset": self.count})
+        self._extent.append(self._con.execute(_EXTENT).fetchone())
+        self.count += self._con.execute("select count(*) from chunk").fetchone()[0]
+        self._batches += 1
+
+    def window(self, base_ns: int) -> tuple[int | None, int | None]:
+        """The profiling window: the ``PyTorch Profiler`` span if written, else the events' extent."""
+        for lo_at, hi_at in ((0, 1), (2, 3)):
+            lows = [e[lo_at] for e in self._extent if e[lo_at] is not None]
+            highs = [e[hi_at] for e in self._extent if e[hi_at] is not None]
+            if lows:
+                return base_ns + int(min(lows) * 1000), base_ns + int(max(highs) * 1000)
+        return None, None
+
+    def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:
+        """Join each table's parts into its Parquet file, with identity in front and absolute times."""
+        params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
+        for table in _STAGE_QUERIES:
+            parts = self._parts / table / "*.parquet"
+            columns = [row[0] for row in self._con.execute(f"describe select * from {_quoted(parts)}").fetchall()]
+            shifted = ", ".join(f"{c} + $base_ns::bigint as {c}" for c in ABSOLUTE_TIME_COLUMNS if c in columns)
+            select = (
+                f"select $trace_id::varchar as trace_id, $rank::bigint as rank, *"
+                f"{f' replace ({shifted})' if shifted else ''} from {_quoted(parts)}"
+            )
+            if table == "steps":
+                select += " order by ts_ns, event_idx"
+            path = outdir / f"{table}.parquet"
+            used = {name: value for name, value in params.items() if f"${name}" in select}
+            self._con.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
+            parsed.table_files[table] = path
 
     def _issue(self, severity: str, code: str, message: str) -> None:
         self.issues.append(QualityIssue(self._trace.run_id, self._trace.trace_id, severity, code, message))
-
-
-def _window(con: duckdb.DuckDBPyConnection, base_ns: int) -> tuple[int | None, int | None]:
-    """The profiling window: the ``PyTorch Profiler`` span if written, else the events' extent."""
-    span = con.execute(
-        """
-        select min(ts), max(ts + dur) from events
-        where route = 'profiler_spans' and name like 'PyTorch Profiler%'
-        """
-    ).fetchone()
-    if span is None or span[0] is None:
-        span = con.execute(
-            "select min(ts), max(ts + coalesce(dur, 0)) from events where ph in ('X', 'i', 'I')"
-        ).fetchone()
-    if span is None or span[0] is None:
-        return None, None
-    return base_ns + int(span[0] * 1000), base_ns + int(span[1] * 1000)
-
-
-def _copy(con: duckdb.DuckDBPyConnection, select: str, params: dict[str, Any], path: Path) -> None:
-    quoted = str(path).replace("'", "''")
-    used = {name: value for name, value in params.items() if f"${name}" in select}
-    con.execute(f"copy ({select}) to '{quoted}' (format parquet, compression zstd)", used)
-
-
-def _write_tables(con: duckdb.DuckDBPyConnection, parsed: ParsedTrace, outdir: Path) -> None:
-    params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
-    head = "select $trace_id::varchar as trace_id, $rank::bigint as rank,"
-    for table, columns in RAW_TABLE_COLUMNS.items():
-        path = outdir / f"{table}.parquet"
-        _copy(con, f"{head} {columns} from events where route = '{table}' order by event_idx", params, path)
-        parsed.table_files[table] = path
-    steps = outdir / "steps.parquet"
-    _copy(con, f"{head} {STEPS_COLUMNS} from events where {STEPS_FILTER} order by ts", params, steps)
-    parsed.table_files["steps"] = steps
 
 
 def _write_metadata_tables(metadata: dict[str, Any], parsed: ParsedTrace, outdir: Path) -> None:
@@ -177,12 +281,13 @@ def parse_trace(
     """
     workdir.mkdir(parents=True, exist_ok=True)
     con = _connect(workdir, settings)
-    loader = _EventLoader(con, workdir, trace)
+    loader = _EventLoader(con, workdir, trace, batch_size=settings.threads)
     try:
         with fs.open(path, "rb") as raw:
             chunker = EventChunker(open_decompressed(raw), chunk_bytes=settings.chunk_bytes)
-            for chunk in chunker:
-                loader.load(chunk)
+            for chunk in _prefetched(chunker):
+                loader.add(chunk)
+            loader.finish()
         envelope = chunker.envelope
         metadata = envelope.metadata
         parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
@@ -211,10 +316,10 @@ def parse_trace(
         base = metadata.get("baseTimeNanoseconds")
         parsed.base_time_ns = base if isinstance(base, int) else None
         parsed.distributed = metadata.get("distributedInfo") if isinstance(metadata.get("distributedInfo"), dict) else {}
-        parsed.window_start_ns, parsed.window_end_ns = _window(con, parsed.base_time_ns or 0)
+        parsed.window_start_ns, parsed.window_end_ns = loader.window(parsed.base_time_ns or 0)
         outdir = workdir / "tables"
         outdir.mkdir(exist_ok=True)
-        _write_tables(con, parsed, outdir)
+        loader.write_tables(parsed, outdir)
         _write_metadata_tables(metadata, parsed, outdir)
     finally:
         con.close()

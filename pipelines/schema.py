@@ -1,21 +1,23 @@
 """The typed shape of Kineto events as DuckDB's JSON reader decodes them, and how each is routed.
 
-Every ``args`` key the Kineto writer, HTA's config and the shared traces use is a typed struct
-field, so the JSON is parsed once, in C++, straight into columns. Keys that differ only in case
-(DuckDB struct fields must be unique ignoring case) are renamed in the raw bytes first
-(``KEY_RENAMES``); a quoted key followed by a colon cannot occur inside a JSON string value.
+The event's own keys are decoded into columns by the reader; ``args`` is kept as JSON, and each
+table decodes only the keys it uses (``tables.ARGS_USED``) for only its own rows, because decoding
+every key of ``ARG_TYPES`` into a struct for every event costs about as much as the rest of the
+parse. Every ``args`` key the Kineto writer, HTA's config and the shared traces use is typed in
+``ARG_TYPES``. Keys that differ only in case (``bytes`` of a memcpy, ``Bytes`` of a ``[memory]``
+event) never meet in one table's struct, whose fields must be unique ignoring case. Legacy
+spellings are renamed in the raw bytes first (``KEY_RENAMES``); a quoted key followed by a colon
+cannot occur inside a JSON string value.
 """
 
 from __future__ import annotations
 
-# Legacy spellings that collide, ignoring case, with the modern key of another category.
+# Legacy spellings of a key that tables read under its modern name.
 KEY_RENAMES: dict[bytes, bytes] = {
     b'"external id":': b'"External id":',  # 2021 format
-    b'"bytes":': b'"copy bytes":',  # gpu_memcpy / gpu_memset, vs [memory] "Bytes"
-    b'"Device":': b'"op device":',  # 2021 Operator args, vs kernel "device"
 }
 
-_ARG_TYPES: dict[str, str] = {
+ARG_TYPES: dict[str, str] = {
     # cpu_op / user_annotation
     "External id": "BIGINT",
     "Record function id": "BIGINT",
@@ -31,7 +33,7 @@ _ARG_TYPES: dict[str, str] = {
     "Module Hierarchy": "VARCHAR",
     "kernel_backend": "VARCHAR",
     "kernel_hash": "VARCHAR",
-    "op device": "BIGINT",
+    "Device": "BIGINT",  # 2021 Operator args
     # collectives (record_param_comms cpu_ops and NCCL kernels)
     "Collective name": "VARCHAR",
     "In msg nelems": "BIGINT",
@@ -70,7 +72,7 @@ _ARG_TYPES: dict[str, str] = {
     "est. achieved occupancy %": "DOUBLE",
     "kind": "VARCHAR",
     "kernel": "VARCHAR",
-    "copy bytes": "BIGINT",
+    "bytes": "BIGINT",  # gpu_memcpy / gpu_memset
     "memory bandwidth (GB/s)": "DOUBLE",
     # cuda_sync
     "cuda_sync_kind": "VARCHAR",
@@ -92,10 +94,6 @@ _ARG_TYPES: dict[str, str] = {
 }
 
 
-def _struct(fields: dict[str, str]) -> str:
-    return "STRUCT(" + ", ".join(f'"{name}" {kind}' for name, kind in fields.items()) + ")"
-
-
 # Column types handed to DuckDB's read_json. ts/dur are read as their JSON text: the reader goes
 # through a double for numbers, which is 1 ns off for 16-digit timestamps; the text cast to
 # DECIMAL(22,3) (``EVENT_TIME_TYPE``) makes ``ts * 1000`` exact integer nanoseconds.
@@ -111,7 +109,7 @@ EVENT_COLUMNS: dict[str, str] = {
     "id": "VARCHAR",
     "bp": "VARCHAR",
     "s": "VARCHAR",
-    "args": _struct(_ARG_TYPES),
+    "args": "JSON",
 }
 
 # Which raw table an event lands in: evaluated once per event, so every event lands in exactly one.

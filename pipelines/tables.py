@@ -1,14 +1,20 @@
 """The raw tables: which events each holds and how its typed columns come out of ``args``.
 
-Each entry is the column list of one ``select ... from events where route = <table>``; the
-``events`` table and its ``route`` column are built by :mod:`pipelines.parse`. ``$base_ns`` turns
-trace-relative microseconds into absolute Unix nanoseconds (0 for legacy absolute-µs traces).
-Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
+Each entry is the column list of one ``select ... from chunk where route = <table>``; the
+``chunk`` table, its ``route`` column and ``args`` (a struct of just the keys the table uses, see
+``ARGS_USED``) are built by :mod:`pipelines.parse`. Times come out in nanoseconds relative to the
+trace's base time, which is only known once the whole file is read: the columns named in
+``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy absolute-µs traces) added when the tables are
+written. Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
 """
 
 from __future__ import annotations
 
-TS_NS = "$base_ns + cast(ts * 1000 as bigint)"
+import re
+
+from pipelines.schema import ARG_TYPES
+
+TS_NS = "cast(ts * 1000 as bigint)"
 DUR_NS = "cast(dur * 1000 as bigint)"
 
 _SLICE = f"""
@@ -65,10 +71,10 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
 {_xyz("block", "block")},
     args.kind as kind,{_COLLECTIVE}""",
     "gpu_memcpy": f"""{_SLICE},{_DEVICE_ACTIVITY},
-    args."copy bytes" as bytes,
+    args.bytes as bytes,
     args."memory bandwidth (GB/s)" as memory_bandwidth_gbps""",
     "gpu_memset": f"""{_SLICE},{_DEVICE_ACTIVITY},
-    args."copy bytes" as bytes,
+    args.bytes as bytes,
     args."memory bandwidth (GB/s)" as memory_bandwidth_gbps""",
     "gpu_syncs": f"""{_SLICE},{_DEVICE_ACTIVITY},
     args.cuda_sync_kind as sync_kind,
@@ -96,7 +102,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."Module Hierarchy" as module_hierarchy,
     args.kernel_backend as kernel_backend,
     args.kernel_hash as kernel_hash,
-    args."op device" as device,{_COLLECTIVE},
+    args."Device" as device,{_COLLECTIVE},
     args."Global rank start" as global_rank_start,
     args."Global rank stride" as global_rank_stride""",
     "annotations": f"""{_SLICE},
@@ -175,6 +181,21 @@ STEPS_FILTER = (
     "ph = 'X' and lower(cat) in ('user_annotation', 'cpu_op', 'operator') "
     "and regexp_matches(name, '^ProfilerStep#\\d+')"
 )
+
+ABSOLUTE_TIME_COLUMNS = ("ts_ns", "end_ns")
+
+_ARG_REF = re.compile(r'args\.(?:"([^"]+)"|(\w+))')
+
+
+def _args_used(columns: str) -> dict[str, str]:
+    used = {quoted or bare for quoted, bare in _ARG_REF.findall(columns)}
+    return {key: kind for key, kind in ARG_TYPES.items() if key in used}
+
+
+ARGS_USED: dict[str, dict[str, str]] = {
+    table: _args_used(columns) for table, columns in {**RAW_TABLE_COLUMNS, "steps": STEPS_COLUMNS}.items()
+}
+"""Per table, the ``args`` keys its columns read and their types: only those are decoded for its rows."""
 
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""
