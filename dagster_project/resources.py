@@ -41,8 +41,8 @@ class LakeResource(dg.ConfigurableResource):
 class IngestSettingsResource(dg.ConfigurableResource):
     """Bounds for parsing: chunk size and DuckDB memory budget per trace, traces parsed at once."""
 
-    chunk_mb: int = 64
-    memory_limit: str = "1GB"
+    chunk_mb: int = ParseSettings.chunk_bytes >> 20
+    memory_limit: str = ParseSettings.memory_limit
     parallelism: int = 0
 
     def parse_settings(self) -> ParseSettings:

@@ -60,10 +60,6 @@ class ParsedTrace:
     issues: list[QualityIssue] = field(default_factory=list)
     table_files: dict[str, Path] = field(default_factory=dict)
 
-    @property
-    def failed(self) -> bool:
-        """True when nothing usable came out of the file."""
-        return self.event_count == 0
 
 
 def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnection:

@@ -61,10 +61,11 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, lake: Lake, layer: str, 
 
 
 def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
-    kind = "table" if model.layer == "marts" else "view"
+    # Intermediates are read by several models each: computing them once beats re-running a view per reader.
+    kind = "view" if model.layer == "staging" else "table"
     try:
         con.execute(f"create or replace temp {kind} {model.name} as {model.sql}").fetchall()
-        if kind == "table":
+        if model.layer == "marts":
             _narrow_hugeints(con, model.name)
     except duckdb.Error as exc:
         raise RuntimeError(f"{model.path}: {exc}") from exc
@@ -86,7 +87,7 @@ def build_marts(
     select: set[str] | None = None,
     sql_root: Path | None = None,
     threads: int | None = None,
-    memory_limit: str | None = None,
+    memory_limit: str | None = "1GB",
 ) -> list[MartResult]:
     """Build the selected marts (default: all) of ``run_id`` and commit them under ``LAKE/marts``."""
     root = sql_root or default_sql_root()
@@ -97,6 +98,7 @@ def build_marts(
     try:
         register_run_tables(con, lake, "raw", run_id)
         with tempfile.TemporaryDirectory(prefix=f"tracelake-marts-{run_id}-") as tmp:
+            con.execute("set temp_directory = $dir", {"dir": str(Path(tmp) / "spill")}).fetchall()
             files: dict[str, list[tuple[str, Path]]] = {}
             for name in order:
                 model = models[name]
