@@ -11,7 +11,9 @@ from sqlglot import exp
 
 LAYERS = ("staging", "intermediate", "marts")
 _PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": ""}
-_HEADER_KEY = re.compile(r"^--\s*(grain|source)\s*:\s*(.+)$")
+_HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized)\s*:\s*(.+)$")
+# Intermediates are read by several models each, so they are computed once as temp tables by default.
+_DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class SqlModel:
     grain: tuple[str, ...]
     source: str
     deps: frozenset[str]
+    materialized: str
 
 
 def default_sql_root() -> Path:
@@ -46,24 +49,27 @@ def parse_model(path: Path, layer: str) -> SqlModel:
     if not name.startswith(_PREFIX[layer]):
         raise ValueError(f"{path}: models in sql/{layer}/ must be named {_PREFIX[layer]}*")
     sql = path.read_text()
-    description, grain, source = [], (), ""
+    description, keys = [], {}
     for line in sql.splitlines():
         if not line.startswith("--"):
             break
         key = _HEADER_KEY.match(line)
-        if key and key.group(1) == "grain":
-            grain = tuple(c.strip() for c in key.group(2).split(","))
-        elif key:
-            source = key.group(2).strip()
+        if key:
+            keys[key.group(1)] = key.group(2).strip()
         else:
             description.append(line.lstrip("-").strip())
+    grain = tuple(c.strip() for c in keys["grain"].split(",")) if "grain" in keys else ()
     if layer == "marts" and not grain:
         raise ValueError(f"{path}: a mart needs a '-- grain: col, ...' header line")
+    materialized = keys.get("materialized", _DEFAULT_MATERIALIZED[layer])
+    if materialized not in ("view", "table") or (layer == "marts" and materialized != "table"):
+        raise ValueError(f"{path}: materialized must be 'view' or 'table' (marts are always tables)")
     try:
         deps = table_references(sql)
     except sqlglot.errors.ParseError as exc:
         raise ValueError(f"{path}: SQL does not parse: {exc}") from exc
-    return SqlModel(name, layer, path, sql, " ".join(d for d in description if d), grain, source, deps)
+    description_text = " ".join(d for d in description if d)
+    return SqlModel(name, layer, path, sql, description_text, grain, keys.get("source", ""), deps, materialized)
 
 
 def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:

@@ -61,10 +61,8 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, lake: Lake, layer: str, 
 
 
 def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
-    # Intermediates are read by several models each: computing them once beats re-running a view per reader.
-    kind = "view" if model.layer == "staging" else "table"
     try:
-        con.execute(f"create or replace temp {kind} {model.name} as {model.sql}").fetchall()
+        con.execute(f"create or replace temp {model.materialized} {model.name} as {model.sql}").fetchall()
         if model.layer == "marts":
             _narrow_hugeints(con, model.name)
     except duckdb.Error as exc:

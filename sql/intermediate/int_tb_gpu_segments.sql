@@ -3,6 +3,9 @@
 -- min(1, Σ blocks per SM of the kernels running), where kernels without a positive `blocks per SM` add nothing.
 -- Idle segments are left out. Memcpy/memset do not count, as in tb_plugin's GPU metrics.
 -- grain: run_id, trace_id, device, seg_start_ns
+-- materialized: view
+-- (As a temp table, gpu_utilization_timeline's read of it hits a DuckDB 2.0.0 internal error on rank0_of_16:
+-- "dict-surviving cache: global dictionary column 3 changed identity".)
 -- source: torch-tb-profiler 0.4.3 gpu_metrics_parser.py (calculate_gpu_utilization, range_utils.merge_ranges_with_value); ANCHORS.md §3.5
 with
 
