@@ -21,6 +21,8 @@ class TraceSourceResource(dg.ConfigurableResource):
 
     url: str
     storage_options_json: str = ""
+    full_pass_every: int = 10
+    """On S3, every n-th sensor tick lists everything (rewrites); the others list only new keys."""
 
     def options(self) -> dict[str, Any] | None:
         """Explicit fsspec options; credentials otherwise come from the standard AWS variables."""
@@ -51,10 +53,14 @@ class IngestSettingsResource(dg.ConfigurableResource):
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
-    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE and TRACELAKE_STORAGE_OPTIONS."""
+    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS and TRACELAKE_FULL_PASS_EVERY."""
     options = dg.EnvVar("TRACELAKE_STORAGE_OPTIONS") if "TRACELAKE_STORAGE_OPTIONS" in os.environ else ""
     return {
-        "source": TraceSourceResource(url=dg.EnvVar("TRACELAKE_SOURCE"), storage_options_json=options),
+        "source": TraceSourceResource(
+            url=dg.EnvVar("TRACELAKE_SOURCE"),
+            storage_options_json=options,
+            full_pass_every=dg.EnvVar.int("TRACELAKE_FULL_PASS_EVERY") if "TRACELAKE_FULL_PASS_EVERY" in os.environ else 10,
+        ),
         "lake": LakeResource(url=dg.EnvVar("TRACELAKE_LAKE"), storage_options_json=options),
         "ingest_settings": IngestSettingsResource(),
     }
