@@ -1,13 +1,14 @@
-"""Shared fixtures: a real S3 server on loopback (moto)."""
+"""Shared fixtures: a real S3 server on loopback (moto), and a lake of the shipped example traces."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import s3fs
 
-from tests.support.servers import free_port
+from tests.support.servers import EXAMPLE_TRACES, free_port
 
 
 @pytest.fixture
@@ -34,3 +35,13 @@ def bucket(s3_server: str) -> s3fs.S3FileSystem:
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True, use_listings_cache=False)
     fs.mkdir("traces")
     return fs
+
+
+@pytest.fixture(scope="session")
+def example_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local lake of the shipped example traces (three runs), built once by ``tracelake ingest``."""
+    from tracelake.ingest import ingest
+
+    lake = tmp_path_factory.mktemp("example") / "lake"
+    assert ingest(str(EXAMPLE_TRACES), str(lake)) == 0
+    return lake
