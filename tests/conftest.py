@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,11 +38,32 @@ def bucket(s3_server: str) -> s3fs.S3FileSystem:
     return fs
 
 
+def _profile_cpu_mlp(out: Path) -> None:
+    """A real torch CPU trace with memory events (three profiled steps of a small MLP)."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    out.mkdir(parents=True)
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True, record_shapes=True, acc_events=True,
+        schedule=torch.profiler.schedule(wait=0, warmup=1, active=3),
+        on_trace_ready=lambda prof: prof.export_chrome_trace(str(out / "rank-0.pt.trace.json")),
+    ) as prof:
+        for _ in range(4):
+            optimizer.zero_grad()
+            model(torch.randn(64, 256)).sum().backward()
+            optimizer.step()
+            prof.step()
+
+
 @pytest.fixture(scope="session")
 def example_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local lake of the shipped example traces (three runs), built once by ``tracelake ingest``."""
+    """A local lake of the shipped example traces plus a torch CPU run with memory events (``cpu_mlp``)."""
     from tracelake.ingest import ingest
 
-    lake = tmp_path_factory.mktemp("example") / "lake"
-    assert ingest(str(EXAMPLE_TRACES), str(lake)) == 0
-    return lake
+    root = tmp_path_factory.mktemp("example")
+    shutil.copytree(EXAMPLE_TRACES, root / "traces", ignore=shutil.ignore_patterns("*.md"))
+    _profile_cpu_mlp(root / "traces" / "cpu_mlp")
+    assert ingest(str(root / "traces"), str(root / "lake")) == 0
+    return root / "lake"
