@@ -7,11 +7,9 @@ import dagster as dg
 from dagster_project.assets.marts import marts
 from dagster_project.assets.raw import raw_tables
 from dagster_project.assets.report import report
-from dagster_project.partitions import trace_runs
 
 ingest_job = dg.define_asset_job(
     "ingest_run",
     selection=dg.AssetSelection.assets(raw_tables, marts, report),
-    partitions_def=trace_runs,
     description="Ingest one run's traces into the raw tables, then build every mart and the report of the run.",
 )
