@@ -34,12 +34,18 @@ def test_sensor_requests_each_file_set_once(bucket):
         assert late.dynamic_partitions_requests == []  # the partition exists already
 
 
+def _evaluate_schedule(instance: dg.DagsterInstance, source: TraceSourceResource) -> list[dg.RunRequest]:
+    # The context opens its own instance (which sets a process-wide context variable): close it.
+    with dg.build_schedule_context(instance=instance, resources={"source": source}) as context:
+        return trace_runs_schedule(context)
+
+
 def test_schedule_skips_file_sets_that_a_run_already_ingested(bucket, tmp_path):
     source = TraceSourceResource(url="s3://traces/fleet")
     bucket.pipe("traces/fleet/a/rank-0.json.gz", TRACE)
     bucket.pipe("traces/fleet/b/rank-0.json.gz", TRACE)
     with dg.instance_for_test() as instance:
-        requests = trace_runs_schedule(dg.build_schedule_context(instance=instance, resources={"source": source}))
+        requests = _evaluate_schedule(instance, source)
         assert [r.partition_key for r in requests] == ["a", "b"]
         assert sorted(instance.get_dynamic_partitions("trace_runs")) == ["a", "b"]
 
@@ -52,5 +58,5 @@ def test_schedule_skips_file_sets_that_a_run_already_ingested(bucket, tmp_path):
         )
         assert result.success and result.dagster_run.tags[FILES_TAG] == done.run_key
 
-        later = trace_runs_schedule(dg.build_schedule_context(instance=instance, resources={"source": source}))
+        later = _evaluate_schedule(instance, source)
         assert [r.partition_key for r in later] == ["b"]
