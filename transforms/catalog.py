@@ -96,7 +96,8 @@ def write_catalog(lake: Lake, path: Path) -> Path:
 
     The views name the committed files literally (a DuckDB file cannot hold the manifests'
     logic), so the file is rewritten after every commit; it is written beside ``path`` and
-    renamed over it, so readers never see a half-written catalog. Views over ``s3://`` need
+    renamed over it, so readers never see a half-written catalog. When two runs commit at once,
+    the later rename wins and may lack the other run until the next commit. Views over ``s3://`` need
     DuckDB's httpfs extension and AWS settings in the client that opens the file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
