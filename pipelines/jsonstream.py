@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import orjson
-from isal import igzip, isal_zlib
+from isal import isal_zlib
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 KINETO_BOUNDARY = b"\n  },\n  {"
 _COMPACT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
-_MAX_SALVAGE_TRIES = 64
 _READ_BLOCK = 8 << 20
 _STREAM_ERRORS = (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
 
@@ -45,13 +44,62 @@ class TraceEnvelope:
     has_events_key: bool = False
 
 
-def open_decompressed(raw: IO[bytes]) -> IO[bytes]:
+class GzipStream:
+    """Incremental gzip inflate (isal) that hands out everything decoded before a corrupt byte.
+
+    A file reader would raise on a damaged block and lose the whole read; here the data inflated
+    so far is returned first and the error is raised on the next read. Concatenated members are
+    read one after another, as gzip does.
+    """
+
+    _FEED = 1 << 20
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._inflater = isal_zlib.decompressobj(wbits=31)
+        self._in_member = False  # the current inflater has been fed part of a member
+        self._pending: Exception | None = None
+        self._finished = False
+
+    def read(self, size: int) -> bytes:
+        if self._pending is not None:
+            error, self._pending = self._pending, None
+            raise error
+        out = bytearray()
+        while len(out) < size and not self._finished:
+            feed = self._inflater.unconsumed_tail or self._raw.read(self._FEED)
+            try:
+                if not feed:  # input exhausted: drain what the inflater still holds
+                    drained = self._inflater.decompress(b"", size - len(out))
+                    out += drained
+                    if drained:
+                        continue
+                    self._finished = True
+                    if self._in_member and not self._inflater.eof:
+                        self._pending = EOFError("gzip stream ends before its end-of-stream marker")
+                    break
+                out += self._inflater.decompress(feed, size - len(out))
+                self._in_member = True
+                if self._inflater.eof:
+                    rest = self._inflater.unused_data.lstrip(b"\x00")
+                    self._inflater = isal_zlib.decompressobj(wbits=31)
+                    self._in_member = bool(rest)
+                    if rest:
+                        out += self._inflater.decompress(rest, max(size - len(out), 1))
+            except isal_zlib.error as exc:
+                self._pending, self._finished = exc, True
+                break
+        if not out and self._pending is not None:
+            error, self._pending = self._pending, None
+            raise error
+        return bytes(out)
+
+
+def open_decompressed(raw: IO[bytes]) -> IO[bytes] | GzipStream:
     """Wrap ``raw`` in a gzip decoder when it starts with the gzip magic bytes, whatever its name."""
     head = raw.read(2)
     raw.seek(0)
-    if head == b"\x1f\x8b":
-        return igzip.IGzipFile(fileobj=raw, mode="rb")
-    return raw
+    return GzipStream(raw) if head == b"\x1f\x8b" else raw
 
 
 def sanitize_utf8(data: bytes) -> tuple[bytes, int]:
@@ -166,18 +214,29 @@ class EventChunker:
                 document = orjson.loads(repaired)
             except orjson.JSONDecodeError:
                 return None
-            self._problem("invalid_utf8", f"{count} invalid UTF-8 byte sequences replaced by U+FFFD", "warning")
+            self._problem("invalid_utf8", f"{count} invalid UTF-8 byte sequences replaced by U+FFFD")
             return document
         return None
 
     def _salvage(self, tail: bytes) -> bytes | None:
-        """The longest prefix of ``tail`` that is a run of whole events, as a JSON array."""
-        cut = tail.rfind(KINETO_BOUNDARY)
-        candidates = [cut + 4] if cut >= 0 else []
-        ends = [m.start() + 1 for m in _COMPACT_BOUNDARY.finditer(tail)]
-        candidates += ends[::-1][:_MAX_SALVAGE_TRIES]
-        for end in candidates:
-            chunk = b"[" + tail[:end] + b"]"
-            if self._decode(chunk) is not None:
-                return chunk
-        return None
+        """The longest run of whole events at the start of ``tail``, as a JSON array."""
+        return longest_event_prefix(tail, self._decode)
+
+
+def longest_event_prefix(events: bytes, decode: Callable[[bytes], Any]) -> bytes | None:
+    """The longest prefix of comma-separated ``events`` that decodes, as a JSON array; None if none does.
+
+    Whether a prefix decodes is monotonic in its length (damage only ever ends it), so a binary
+    search over event boundaries needs O(log n) decodes.
+    """
+    ends = [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), events)]
+    ends = ends or [m.start() + 1 for m in _COMPACT_BOUNDARY.finditer(events)]
+    best, low, high = None, 0, len(ends) - 1
+    while low <= high:
+        middle = (low + high) // 2
+        chunk = b"[" + events[: ends[middle]] + b"]"
+        if decode(chunk) is not None:
+            best, low = chunk, middle + 1
+        else:
+            high = middle - 1
+    return best

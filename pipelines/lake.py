@@ -96,31 +96,36 @@ class Lake:
             self.fs.pipe_file(target, body)  # a PUT is atomic on object stores
 
     def _collect_garbage(self, manifest: Manifest) -> None:
-        """Delete this run's files that the manifest does not name (older versions, interrupted writes)."""
+        """Delete this run's files that the manifest does not name (older versions, interrupted writes).
+
+        Listings are always fresh: object-store filesystems (s3fs) cache directory listings per
+        process, and files another process wrote since must be seen to be collected.
+        """
         keep = {self._path(p) for paths in manifest.tables.values() for p in paths}
         layer_dir = self._path(manifest.layer)
-        for table_dir in self.fs.ls(layer_dir, detail=False):
+        for table_dir in self.fs.ls(layer_dir, detail=False, refresh=True):
             run_dir = posixpath.join(table_dir, f"run_id={manifest.run_id}")
-            if not self.fs.exists(run_dir):
-                continue
-            for path in self.fs.find(run_dir):
+            for path in self.fs.find(run_dir):  # empty when the run has no folder in this table
                 if path not in keep:
                     log.debug("removing stale %s", path)
                     self.fs.rm_file(path)
 
     def manifest(self, layer: str, run_id: str) -> Manifest | None:
         """The committed manifest of a run, or None if the run was never committed."""
-        path = self._manifest_path(layer, run_id)
-        if not self.fs.exists(path):
+        try:  # read, not exists() first: s3fs answers exists() from a possibly stale listing cache
+            body = self.fs.cat_file(self._manifest_path(layer, run_id))
+        except FileNotFoundError:
             return None
-        return Manifest(**orjson.loads(self.fs.cat_file(path)))
+        return Manifest(**orjson.loads(body))
 
     def manifests(self, layer: str) -> list[Manifest]:
-        """Every committed run of a layer."""
+        """Every committed run of a layer (listed afresh: other processes may have committed since)."""
         folder = self._path("_manifests", layer)
-        if not self.fs.exists(folder):
+        try:
+            listing = self.fs.ls(folder, detail=False, refresh=True)
+        except FileNotFoundError:
             return []
-        paths = [p for p in self.fs.ls(folder, detail=False) if p.endswith(".json")]
+        paths = [p for p in listing if p.endswith(".json")]
         bodies = self.fs.cat(paths) if paths else {}
         return [Manifest(**orjson.loads(bodies[p])) for p in sorted(bodies)]
 

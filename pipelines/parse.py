@@ -22,10 +22,15 @@ from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
-from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE
+from pipelines.schema import EVENT_COLUMNS, EVENT_TIME_TYPE, KEY_RENAMES, ROUTE
 from pipelines.tables import RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
 log = logging.getLogger(__name__)
+
+_TIME_COLUMNS = ("ts", "dur")
+_CHUNK_COLUMNS = ", ".join(
+    f"cast({name} as {EVENT_TIME_TYPE})" if name in _TIME_COLUMNS else f'"{name}"' for name in EVENT_COLUMNS
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,9 @@ class ParsedTrace:
 def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(config={"threads": settings.threads, "memory_limit": settings.memory_limit})
     con.execute("set temp_directory = $dir", {"dir": str(workdir / "spill")})
-    columns = ", ".join(f'"{name}" {kind}' for name, kind in EVENT_COLUMNS.items())
+    columns = ", ".join(
+        f'"{name}" {EVENT_TIME_TYPE if name in _TIME_COLUMNS else kind}' for name, kind in EVENT_COLUMNS.items()
+    )
     con.execute(f"create table events (event_idx bigint, route varchar, {columns})")
     return con
 
@@ -93,7 +100,7 @@ class _EventLoader:
             except UnicodeDecodeError:
                 repaired, replaced = sanitize_utf8(chunk)
                 self._insert(repaired)
-                self._issue("warning", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
+                self._issue("error", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
                 return
             self._issue("error", "unparseable_events", f"a block of events could not be decoded: {exc}")
 
@@ -102,7 +109,7 @@ class _EventLoader:
         inserted = self._con.execute(
             f"""
             insert into events
-            select $offset + row_number() over () - 1, {ROUTE}, *
+            select $offset + row_number() over () - 1, {ROUTE}, {_CHUNK_COLUMNS}
             from read_json($path, format = 'array', columns = $columns, maximum_object_size = 268435456)
             """,
             {"offset": self.count, "path": str(self._chunk_path), "columns": EVENT_COLUMNS},
@@ -186,11 +193,11 @@ def parse_trace(
         parsed.issues += loader.issues
         if envelope.has_events_key and loader.count == 0 and not envelope.problems:
             parsed.issues.append(QualityIssue(trace.run_id, trace.trace_id, "error", "no_events", "trace has no events"))
-        if any(p.code.startswith("truncated") for p in envelope.problems) and loader.count:
+        if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             parsed.issues.append(
                 QualityIssue(
                     trace.run_id, trace.trace_id, "warning", "salvaged_events",
-                    f"salvaged {loader.count} complete events from the truncated trace", loader.count,
+                    f"salvaged {loader.count} complete events from the damaged trace", loader.count,
                 )
             )
         if loader.count and parsed.rank.source != "distributedInfo":

@@ -96,16 +96,18 @@ def _struct(fields: dict[str, str]) -> str:
     return "STRUCT(" + ", ".join(f'"{name}" {kind}' for name, kind in fields.items()) + ")"
 
 
-# Column types handed to DuckDB's read_json. ts/dur are exact decimals: ``ts * 1000`` is then
-# exact integer nanoseconds, where a float64 epoch-µs value would lose them.
+# Column types handed to DuckDB's read_json. ts/dur are read as their JSON text: the reader goes
+# through a double for numbers, which is 1 ns off for 16-digit timestamps; the text cast to
+# DECIMAL(22,3) (``EVENT_TIME_TYPE``) makes ``ts * 1000`` exact integer nanoseconds.
+EVENT_TIME_TYPE = "DECIMAL(22,3)"
 EVENT_COLUMNS: dict[str, str] = {
     "ph": "VARCHAR",
     "cat": "VARCHAR",
     "name": "VARCHAR",
     "pid": "VARCHAR",
     "tid": "VARCHAR",
-    "ts": "DECIMAL(22,3)",
-    "dur": "DECIMAL(22,3)",
+    "ts": "VARCHAR",
+    "dur": "VARCHAR",
     "id": "VARCHAR",
     "bp": "VARCHAR",
     "s": "VARCHAR",

@@ -40,6 +40,7 @@ def discover_runs(source_url: str, options: dict[str, Any] | None = None) -> lis
         FileNotFoundError: when ``source_url`` does not exist.
     """
     fs, root = filesystem(source_url, options)
+    fs.invalidate_cache(root)  # s3fs keeps listings per process; new traces must be found on every call
     if not fs.exists(root):
         raise FileNotFoundError(f"source {source_url} does not exist")
     if fs.isfile(root):

@@ -61,6 +61,23 @@ def redact(text: str) -> str:
     return re.sub(r"(?i)((?:secret|token|password|key)[\w-]*['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+", r"\1***", text)
 
 
+def is_storage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a storage failure a user can act on (missing bucket or path, no or wrong
+    credentials, endpoint down) rather than a bug: such errors are shown as one line, not a traceback."""
+    if isinstance(exc, OSError):  # FileNotFoundError, PermissionError, ConnectionError; s3fs maps most here
+        return True
+    return any(
+        klass.__module__.split(".")[0] in ("botocore", "aiobotocore", "s3fs", "aiohttp", "fsspec")
+        for klass in type(exc).__mro__
+    )
+
+
+def describe_error(exc: BaseException) -> str:
+    """One redacted line for a storage error: its type and message."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    return redact(f"{type(exc).__name__}: {message}")
+
+
 def redact_options(options: dict[str, Any]) -> dict[str, Any]:
     """Copy of fsspec options with secret values replaced, for logs and metadata."""
     return {

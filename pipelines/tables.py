@@ -103,6 +103,8 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."External id" as external_id,
     args."Record function id" as record_function_id,
     coalesce(args."Ev Idx", args."Profiler Event Index") as ev_idx,
+    args."Input Dims" as input_dims,
+    args."Input type" as input_types,
     lower(cat) = 'gpu_user_annotation' as on_device,
     args.device as device,
     try_cast(args.stream as bigint) as stream""",

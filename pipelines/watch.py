@@ -121,7 +121,10 @@ def scan(
     fs, root = filesystem(source_url, options)
     full = not state.after or state.ticks % full_pass_every == 0 or not _supports_start_after(fs)
     if full:
-        runs = discover_runs(source_url, options) if fs.exists(root) else []
+        try:
+            runs = discover_runs(source_url, options)
+        except FileNotFoundError:  # nothing landed under the prefix yet
+            runs = []
         seen = {r.run_id: fingerprint(r.traces) for r in runs}
     else:
         runs = group_runs(fs, root, _list_after(fs, root, state.after))

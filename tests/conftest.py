@@ -1,16 +1,72 @@
-"""Shared fixtures: a real S3 server on loopback (moto), and a lake of the shipped example traces."""
+"""Session-wide fixtures: real torch traces, made once per session and shared by every test that needs them,
+a lake of the example traces, and a real S3 server on loopback (moto).
+
+Treat the folders as read-only: other tests ingest them as SOURCE folders.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
-import urllib.request
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import s3fs
 
 from tests.support.servers import EXAMPLE_TRACES, free_port
+from tracelake.workloads import CPU_RUN_ID, GLOO_RUN_ID, profile_gloo_job, profile_single_process
+
+GLOO_WORLD_SIZE = 2
+REPO = Path(__file__).resolve().parent.parent
+SHARED_TRACES = Path(os.environ.get("TRACELAKE_SHARED_TRACES", REPO.parent / "shared" / "traces"))
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """The real public Kineto traces in ../shared/traces (see its README)."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"shared traces not found at {SHARED_TRACES} (set TRACELAKE_SHARED_TRACES)")
+    return SHARED_TRACES
+
+
+def _make_run(root: Path, run_id: str, make: Callable[[str], None], ranks: int) -> Path:
+    """Run ``make(root)``, check one trace per rank landed in ``root/run_id``, and fail clearly if not."""
+    error = None
+    try:
+        make(str(root))
+    except Exception as exc:  # a failed spawn or profiler: every dependent test reports this one message
+        error = exc
+    if error is not None:
+        pytest.fail(f"could not make the {run_id!r} traces under {root}: {error}", pytrace=False)
+    written = [p.name for p in sorted((root / run_id).glob("rank-*.pt.trace.json.gz"))]
+    if len(written) != ranks:
+        pytest.fail(f"expected {ranks} trace file(s) in {root / run_id}, found {written}", pytrace=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def cpu_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding run ``cpu_mlp/``: one single-process MLP trace, ``rank-0.step5.pt.trace.json.gz``."""
+    root = tmp_path_factory.mktemp("cpu_traces")
+    return _make_run(root, CPU_RUN_ID, profile_single_process, ranks=1)
+
+
+@pytest.fixture(scope="session")
+def gloo_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding run ``gloo_ddp/``: 2-rank uneven gloo DDP, ``rank-{0,1}.step5.pt.trace.json.gz``.
+
+    Rank 1 computes about 20 ms more per step before the collectives, so rank 0 waits in them.
+    """
+    root = tmp_path_factory.mktemp("gloo_traces")
+    return _make_run(
+        root,
+        GLOO_RUN_ID,
+        lambda url: profile_gloo_job(url, world_size=GLOO_WORLD_SIZE, uneven=True),
+        ranks=GLOO_WORLD_SIZE,
+    )
 
 
 @pytest.fixture
@@ -22,8 +78,6 @@ def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    # moto keeps its buckets in process-wide memory: start every test from an empty store.
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
     for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(key, value)
@@ -33,40 +87,38 @@ def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         server.stop()
 
 
+@dataclass(frozen=True)
+class Bucket:
+    """A fresh bucket on the loopback server (moto keeps buckets process-wide, so each test gets its own name)."""
+
+    fs: s3fs.S3FileSystem
+    name: str
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write (or overwrite) one object."""
+        self.fs.pipe(f"{self.name}/{key}", data)
+
+    def url(self, prefix: str) -> str:
+        """``s3://<bucket>/<prefix>``."""
+        return f"s3://{self.name}/{prefix}"
+
+
 @pytest.fixture
-def bucket(s3_server: str) -> s3fs.S3FileSystem:
-    """An empty bucket ``traces`` on the loopback server; the filesystem caches no listings."""
+def bucket(s3_server: str) -> Bucket:
+    """An empty bucket on the loopback server; its filesystem caches no listings."""
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True, use_listings_cache=False)
-    fs.mkdir("traces")
-    return fs
-
-
-def _profile_cpu_mlp(out: Path) -> None:
-    """A real torch CPU trace with memory events (three profiled steps of a small MLP)."""
-    import torch
-
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    out.mkdir(parents=True)
-    with torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True, record_shapes=True, acc_events=True,
-        schedule=torch.profiler.schedule(wait=0, warmup=1, active=3),
-        on_trace_ready=lambda prof: prof.export_chrome_trace(str(out / "rank-0.pt.trace.json")),
-    ) as prof:
-        for _ in range(4):
-            optimizer.zero_grad()
-            model(torch.randn(64, 256)).sum().backward()
-            optimizer.step()
-            prof.step()
+    name = f"traces-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    return Bucket(fs, name)
 
 
 @pytest.fixture(scope="session")
-def example_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local lake of the shipped example traces plus a torch CPU run with memory events (``cpu_mlp``)."""
+def example_lake(tmp_path_factory: pytest.TempPathFactory, cpu_traces_dir: Path) -> Path:
+    """A local lake of the shipped example traces plus the torch CPU run ``cpu_mlp`` (memory events), via ``tracelake ingest``."""
     from tracelake.ingest import ingest
 
     root = tmp_path_factory.mktemp("example")
     shutil.copytree(EXAMPLE_TRACES, root / "traces", ignore=shutil.ignore_patterns("*.md"))
-    _profile_cpu_mlp(root / "traces" / "cpu_mlp")
+    shutil.copytree(cpu_traces_dir / CPU_RUN_ID, root / "traces" / CPU_RUN_ID)
     assert ingest(str(root / "traces"), str(root / "lake")) == 0
     return root / "lake"

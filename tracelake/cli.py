@@ -67,6 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tracelake`` console script."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return _run(args)
+    except Exception as exc:  # storage failures (no bucket, bad credentials, endpoint down): one line
+        from pipelines.storage import describe_error, is_storage_error
+
+        if not is_storage_error(exc):
+            raise
+        print(f"tracelake {args.command}: {describe_error(exc)}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "ingest":
         from tracelake.ingest import ingest
 

@@ -64,8 +64,19 @@ def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
     kind = "table" if model.layer == "marts" else "view"
     try:
         con.execute(f"create or replace temp {kind} {model.name} as {model.sql}").fetchall()
+        if kind == "table":
+            _narrow_hugeints(con, model.name)
     except duckdb.Error as exc:
         raise RuntimeError(f"{model.path}: {exc}") from exc
+
+
+def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """``sum()`` of BIGINT is HUGEINT, which Parquet stores as DOUBLE: keep integer ns and bytes int64."""
+    columns = con.execute(
+        "select column_name from duckdb_columns() where table_name = $t and data_type = 'HUGEINT'", {"t": table}
+    ).fetchall()
+    for (column,) in columns:
+        con.execute(f'alter table {table} alter "{column}" type bigint').fetchall()
 
 
 def build_marts(

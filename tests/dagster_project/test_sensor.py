@@ -16,18 +16,18 @@ TRACE = (EXAMPLE_TRACES / "rocm_mi250" / "mi250_minitoy_train_ROCm6_2_kineto.jso
 
 
 def test_sensor_requests_each_file_set_once(bucket):
-    source = TraceSourceResource(url="s3://traces/fleet")
-    bucket.pipe("traces/fleet/a/rank-0.json.gz", TRACE)
+    source = TraceSourceResource(url=bucket.url("fleet"))
+    bucket.put("fleet/a/rank-0.json.gz", TRACE)
     with dg.instance_for_test() as instance:
         first = trace_runs_sensor(dg.build_sensor_context(instance=instance, resources={"source": source}))
         assert [r.partition_key for r in first.run_requests] == ["a"]
-        assert first.run_requests[0].run_config == {"ops": {"raw_tables": {"config": {"run_url": "s3://traces/fleet/a"}}}}
+        assert first.run_requests[0].run_config == {"ops": {"raw_tables": {"config": {"run_url": bucket.url("fleet/a")}}}}
         assert [req.partition_keys for req in first.dynamic_partitions_requests] == [["a"]]
 
         again = trace_runs_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"source": source}))
         assert again.run_requests == [] and again.dynamic_partitions_requests == []
 
-        bucket.pipe("traces/fleet/a/rank-1.json.gz", TRACE)
+        bucket.put("fleet/a/rank-1.json.gz", TRACE)
         late = trace_runs_sensor(dg.build_sensor_context(instance=instance, cursor=again.cursor, resources={"source": source}))
         assert [r.partition_key for r in late.run_requests] == ["a"]
         assert late.run_requests[0].run_key != first.run_requests[0].run_key
@@ -41,9 +41,9 @@ def _evaluate_schedule(instance: dg.DagsterInstance, source: TraceSourceResource
 
 
 def test_schedule_skips_file_sets_that_a_run_already_ingested(bucket, tmp_path):
-    source = TraceSourceResource(url="s3://traces/fleet")
-    bucket.pipe("traces/fleet/a/rank-0.json.gz", TRACE)
-    bucket.pipe("traces/fleet/b/rank-0.json.gz", TRACE)
+    source = TraceSourceResource(url=bucket.url("fleet"))
+    bucket.put("fleet/a/rank-0.json.gz", TRACE)
+    bucket.put("fleet/b/rank-0.json.gz", TRACE)
     with dg.instance_for_test() as instance:
         requests = _evaluate_schedule(instance, source)
         assert [r.partition_key for r in requests] == ["a", "b"]

@@ -52,15 +52,15 @@ def test_sensor_ingests_new_runs_late_ranks_and_rewrites_once(bucket, tmp_path, 
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
-        "TRACELAKE_SOURCE": "s3://traces/fleet",
+        "TRACELAKE_SOURCE": bucket.url("fleet"),
         "TRACELAKE_LAKE": str(lake),
         "TRACELAKE_SENSOR_INTERVAL_S": "2",
         "TRACELAKE_FULL_PASS_EVERY": "2",  # S3 ticks alternate full and StartAfter listings
         "PYTHONPATH": str(ROOT),
     }
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    bucket.pipe("traces/fleet/job-a/rank-0.json.gz", ALEXNET)
-    bucket.pipe("traces/fleet/job-b/rank-0.json.gz", ROCM)
+    bucket.put("fleet/job-a/rank-0.json.gz", ALEXNET)
+    bucket.put("fleet/job-b/rank-0.json.gz", ROCM)
 
     code = ["-m", "dagster_project.definitions"]
     subprocess.run([sys.executable, "-m", "dagster", "sensor", "start", "trace_runs_sensor", *code],
@@ -69,8 +69,8 @@ def test_sensor_ingests_new_runs_late_ranks_and_rewrites_once(bucket, tmp_path, 
     with process_group(daemon, env=env, log=tmp_path / "daemon.log"), dg.DagsterInstance.get() as instance:
         wait_for(lambda: _finished(instance, 2), timeout=120, what="the first two runs")
 
-        bucket.pipe("traces/fleet/job-a/rank-1.json.gz", ROCM)  # a late rank
-        bucket.pipe("traces/fleet/job-b/rank-0.json.gz", ALEXNET)  # the same key, rewritten
+        bucket.put("fleet/job-a/rank-1.json.gz", ROCM)  # a late rank
+        bucket.put("fleet/job-b/rank-0.json.gz", ALEXNET)  # the same key, rewritten
         wait_for(lambda: _finished(instance, 4), timeout=120, what="the late rank's and the rewrite's runs")
 
         # More ticks, a full pass among them, see the same files and launch nothing.

@@ -18,14 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_TRACES = ROOT / "examples" / "traces"
 
 
-def shared_traces() -> Path:
-    """The shared real traces beside the clone (CI) or the workplace's shared folder; skip when absent."""
-    for candidate in (ROOT.parent / "shared" / "traces", Path("/work/shared/traces")):
-        if candidate.is_dir():
-            return candidate
-    pytest.skip("shared traces (../shared/traces) are not available")
-
-
 def free_port() -> int:
     """A TCP port free on loopback right now."""
     with socket.socket() as sock:

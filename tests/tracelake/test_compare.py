@@ -6,15 +6,14 @@ import orjson
 import polars as pl
 import pytest
 
-from tests.support.servers import shared_traces
 from tracelake.cli import main
 from tracelake.ingest import ingest
 
 
 @pytest.fixture(scope="module")
-def diff_lake(tmp_path_factory):
+def diff_lake(tmp_path_factory, shared_traces):
     lake = tmp_path_factory.mktemp("diff") / "lake"
-    assert ingest(str(shared_traces() / "trace_diff_pair"), str(lake)) == 0
+    assert ingest(str(shared_traces / "trace_diff_pair"), str(lake)) == 0
     return lake
 
 

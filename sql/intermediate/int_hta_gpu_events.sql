@@ -1,0 +1,71 @@
+-- One row per GPU-timeline event that HTA 0.5.0 analyses as "stream != -1": kernels, memcpy, memset (typed by
+-- int_kernels_classified) and cuda_sync rows that carry a stream (Stream Sync, Stream Wait Event; typed with the
+-- same get_kernel_type rules: names containing "Sync" are OTHER, "Stream Wait Event" is COMPUTATION).
+-- HTA's window filter: with two or more ProfilerSteps, an event with a correlation id is kept only when a kept
+-- runtime call (int_hta_runtime) has that correlation; an event without one counts as a CPU row and is kept when
+-- it starts before the last step. Times are HTA's integer µs relative to the trace base (ceil start, floor end),
+-- so dur_us can be 0 or negative for sub-µs events exactly as in HTA.
+-- grain: run_id, trace_id, source_table, event_idx
+-- source: holistictraceanalysis 0.5.0 hta/common/trace.py, hta/utils/utils.py::get_kernel_type; see ANCHORS.md §2.1-2.2
+with
+
+device_events as (
+    select
+        run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation, kernel_type,
+        event_idx, source_table
+    from int_kernels_classified
+    union all by name
+    select
+        run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation,
+        case
+            when regexp_matches(name, '^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)') then 'OTHER'
+            else 'COMPUTATION'
+        end as kernel_type,
+        event_idx,
+        'gpu_syncs' as source_table
+    from gpu_syncs
+),
+
+launched as (
+    select distinct run_id, trace_id, correlation
+    from int_hta_runtime
+    where correlation is not null
+),
+
+rounded as (
+    select
+        device_events.*,
+        (device_events.ts_ns - hta_window.base_ns + 999) // 1000 as ts_us,
+        (device_events.end_ns - hta_window.base_ns) // 1000 as end_us,
+        hta_window.cutoff_us,
+        hta_window.base_ns
+    from device_events
+    join int_hta_window as hta_window using (run_id, trace_id)
+    where device_events.stream is not null
+        and device_events.stream != -1
+)
+
+select
+    rounded.run_id,
+    rounded.trace_id,
+    rounded.rank,
+    rounded.device,
+    rounded.stream,
+    rounded.name,
+    rounded.cat,
+    rounded.kernel_type,
+    rounded.correlation,
+    rounded.ts_ns,
+    rounded.dur_ns,
+    rounded.end_ns,
+    rounded.ts_us,
+    rounded.end_us,
+    rounded.end_us - rounded.ts_us as dur_us,
+    rounded.base_ns,
+    rounded.event_idx,
+    rounded.source_table
+from rounded
+left join launched using (run_id, trace_id, correlation)
+where rounded.cutoff_us is null
+    or (rounded.stream >= 0 and rounded.correlation >= 0 and launched.correlation is not null)
+    or (not (rounded.stream >= 0 and coalesce(rounded.correlation, -1) >= 0) and rounded.ts_us < rounded.cutoff_us)

@@ -1,0 +1,205 @@
+-- One row per step of a trace as torch-tb-profiler 0.4.3 keeps it: the ProfilerStep#N host ranges, moved to the
+-- device side when runtime events launched device work (start = max(previous step end, host start), end = max(host
+-- end, last end of the device ops launched by runtimes lying fully inside the host step)), with trailing steps
+-- that launched nothing dropped, and the last step dropped when it launched < 80 % of the previous step's device ops.
+-- Without ProfilerStep#N there is one step 0 = [min, max] of the host Operator (and legacy `Python`) events.
+-- Runtime here means the legacy `Runtime` category only, as in 0.4.3 (so modern traces keep their host ranges).
+-- grain: run_id, trace_id, step
+-- source: torch-tb-profiler 0.4.3 event_parser.py StepParser (parse_steps, _find_device_steps, _update_steps_duration); ANCHORS.md §3.3
+with
+
+profiler_steps as (
+    select run_id, trace_id, rank, step, event_idx, ts_ns as host_start_ns, end_ns as host_end_ns
+    from steps
+),
+
+host_events as (
+    select run_id, trace_id, rank, ts_ns, end_ns from cpu_ops
+    union all
+    select run_id, trace_id, rank, ts_ns, end_ns from python_functions where lower(cat) = 'python'
+),
+
+whole_trace_step as (
+    select
+        run_id,
+        trace_id,
+        any_value(rank) as rank,
+        0::bigint as step,
+        min(ts_ns) as host_start_ns,
+        max(end_ns) as host_end_ns
+    from host_events
+    group by run_id, trace_id
+),
+
+host_steps as (
+    select run_id, trace_id, rank, step, event_idx, host_start_ns, host_end_ns
+    from profiler_steps
+    union all
+    select run_id, trace_id, rank, step, null, host_start_ns, host_end_ns
+    from whole_trace_step
+    anti join profiler_steps using (run_id, trace_id)
+),
+
+ordered_steps as materialized (
+    select
+        *,
+        row_number() over (partition by run_id, trace_id order by host_start_ns, event_idx) as step_idx,
+        count(*) over (partition by run_id, trace_id) as step_count
+    from host_steps
+),
+
+runtimes as (
+    select run_id, trace_id, correlation, ts_ns, end_ns
+    from runtime_calls
+    where lower(cat) = 'runtime'
+),
+
+device_ops as (
+    select run_id, trace_id, correlation, ts_ns, end_ns from kernels where lower(cat) = 'kernel'
+    union all
+    select run_id, trace_id, correlation, ts_ns, end_ns from gpu_memcpy
+    union all
+    select run_id, trace_id, correlation, ts_ns, end_ns from gpu_memset
+),
+
+-- A runtime belongs to the step that holds it entirely (steps are ordered and disjoint, as the two-way merge assumes).
+runtimes_in_steps as (
+    select runtimes.run_id, runtimes.trace_id, runtimes.correlation, ordered_steps.step_idx
+    from runtimes
+    asof join ordered_steps
+        on runtimes.run_id = ordered_steps.run_id
+        and runtimes.trace_id = ordered_steps.trace_id
+        and runtimes.ts_ns >= ordered_steps.host_start_ns
+    where runtimes.end_ns <= ordered_steps.host_end_ns
+),
+
+device_ops_matched as materialized (
+    select device_ops.*, runtimes_in_steps.step_idx
+    from device_ops
+    left join runtimes_in_steps
+        on device_ops.run_id = runtimes_in_steps.run_id
+        and device_ops.trace_id = runtimes_in_steps.trace_id
+        and device_ops.correlation = runtimes_in_steps.correlation
+),
+
+step_device as (
+    select run_id, trace_id, step_idx, min(ts_ns) as device_start_ns, max(end_ns) as device_end_ns, count(*) as device_ops
+    from device_ops_matched
+    where step_idx is not null
+    group by run_id, trace_id, step_idx
+),
+
+steps_with_device as materialized (
+    select
+        ordered_steps.*,
+        step_device.device_start_ns,
+        step_device.device_end_ns,
+        coalesce(step_device.device_ops, 0) as device_ops
+    from ordered_steps
+    left join step_device using (run_id, trace_id, step_idx)
+),
+
+-- The end of the "previous step" before the first one: the first step's host start, or the latest end of a device
+-- op launched outside every step that ends before the first step's first device op.
+first_step as (
+    select * from steps_with_device where step_idx = 1
+),
+
+initial_prev_end as (
+    select
+        first_step.run_id,
+        first_step.trace_id,
+        greatest(
+            first_step.host_start_ns,
+            max(unmatched.end_ns) filter (where unmatched.end_ns < first_step.device_start_ns)
+        ) as prev_end_ns
+    from first_step
+    left join device_ops_matched as unmatched
+        on first_step.run_id = unmatched.run_id
+        and first_step.trace_id = unmatched.trace_id
+        and unmatched.step_idx is null
+    where exists (
+        select 1 from step_device
+        where step_device.run_id = first_step.run_id and step_device.trace_id = first_step.trace_id
+    )
+    group by first_step.run_id, first_step.trace_id, first_step.host_start_ns
+),
+
+-- The sequential rule end_i = max(E_i, start_i), start_i = max(end_{i-1}, H_i) with E_i = max(host end, device end)
+-- unrolls to end_i = max(prev0, max_{j<=i} max(E_j, H_j)), so it is a running max.
+device_side as (
+    select
+        steps_with_device.*,
+        initial_prev_end.prev_end_ns is not null as uses_device,
+        initial_prev_end.prev_end_ns as initial_prev_end_ns,
+        greatest(host_end_ns, device_end_ns, host_start_ns) as reach_ns
+    from steps_with_device
+    left join initial_prev_end using (run_id, trace_id)
+),
+
+adjusted as materialized (
+    select
+        *,
+        case
+            when uses_device then greatest(
+                initial_prev_end_ns,
+                host_start_ns,
+                max(reach_ns) over (
+                    partition by run_id, trace_id order by step_idx rows between unbounded preceding and 1 preceding
+                )
+            )
+            else host_start_ns
+        end as start_ns,
+        case
+            when uses_device then greatest(
+                initial_prev_end_ns,
+                max(reach_ns) over (partition by run_id, trace_id order by step_idx rows unbounded preceding)
+            )
+            else host_end_ns
+        end as end_ns
+    from device_side
+),
+
+-- Tail pruning (only when device ops were matched and there are several steps).
+last_active as (
+    select
+        run_id,
+        trace_id,
+        max(step_idx) filter (where device_ops > 0) as last_idx
+    from adjusted
+    where uses_device and step_count > 1
+    group by run_id, trace_id
+),
+
+keep as (
+    select
+        last_active.run_id,
+        last_active.trace_id,
+        case
+            when last_active.last_idx > 1 and previous.device_ops * 0.8 > last.device_ops then last_active.last_idx - 1
+            else last_active.last_idx
+        end as keep_steps
+    from last_active
+    join adjusted as last
+        on last.run_id = last_active.run_id and last.trace_id = last_active.trace_id
+        and last.step_idx = last_active.last_idx
+    left join adjusted as previous
+        on previous.run_id = last_active.run_id and previous.trace_id = last_active.trace_id
+        and previous.step_idx = last_active.last_idx - 1
+)
+
+select
+    adjusted.run_id,
+    adjusted.trace_id,
+    adjusted.step,
+    adjusted.rank,
+    adjusted.step_idx,
+    adjusted.start_ns,
+    adjusted.end_ns,
+    adjusted.host_start_ns,
+    adjusted.host_end_ns,
+    adjusted.device_ops,
+    adjusted.uses_device
+from adjusted
+left join keep using (run_id, trace_id)
+where keep.keep_steps is null or adjusted.step_idx <= keep.keep_steps

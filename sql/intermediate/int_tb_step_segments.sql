@@ -1,0 +1,88 @@
+-- One row per elementary time segment inside a step of a trace: between two consecutive boundaries of any role
+-- interval or step, so that inside it each role is either active or not. `top_role` is the role that owns the
+-- segment in torch-tb-profiler's priority partition (0 Kernel > 1 Memcpy > 2 Memset > 3 Communication > 4 Runtime >
+-- 5 DataLoader > 6 CPU Exec > 7 Other); the flags feed the computation/communication overlap.
+-- grain: run_id, trace_id, seg_start_ns
+-- source: torch-tb-profiler 0.4.3 overall_parser.py (Statistics.create_from_range, OverallParser.aggregate); ANCHORS.md §3.4
+with
+
+roles as materialized (
+    select run_id, trace_id, role, start_ns, end_ns from int_tb_role_ranges where end_ns > start_ns
+),
+
+step_ranges as materialized (
+    select * from int_steps
+),
+
+boundaries as (
+    select run_id, trace_id, start_ns as t, role, 1 as delta from roles
+    union all
+    select run_id, trace_id, end_ns, role, -1 from roles
+    union all
+    select run_id, trace_id, start_ns, -1, 0 from step_ranges
+    union all
+    select run_id, trace_id, end_ns, -1, 0 from step_ranges
+),
+
+points as (
+    select
+        run_id,
+        trace_id,
+        t,
+        coalesce(sum(delta) filter (where role = 0), 0) as d_kernel,
+        coalesce(sum(delta) filter (where role = 1), 0) as d_memcpy,
+        coalesce(sum(delta) filter (where role = 2), 0) as d_memset,
+        coalesce(sum(delta) filter (where role = 3), 0) as d_comm,
+        coalesce(sum(delta) filter (where role = 4), 0) as d_runtime,
+        coalesce(sum(delta) filter (where role = 5), 0) as d_dataloader,
+        coalesce(sum(delta) filter (where role = 6), 0) as d_cpu
+    from boundaries
+    group by run_id, trace_id, t
+),
+
+segments as (
+    select
+        run_id,
+        trace_id,
+        t as seg_start_ns,
+        lead(t) over by_time as seg_end_ns,
+        sum(d_kernel) over running > 0 as kernel_active,
+        sum(d_memcpy) over running > 0 as memcpy_active,
+        sum(d_memset) over running > 0 as memset_active,
+        sum(d_comm) over running > 0 as comm_active,
+        sum(d_runtime) over running > 0 as runtime_active,
+        sum(d_dataloader) over running > 0 as dataloader_active,
+        sum(d_cpu) over running > 0 as cpu_active
+    from points
+    window
+        by_time as (partition by run_id, trace_id order by t),
+        running as (partition by run_id, trace_id order by t rows unbounded preceding)
+)
+
+select
+    segments.run_id,
+    segments.trace_id,
+    step_ranges.rank,
+    step_ranges.step,
+    segments.seg_start_ns,
+    segments.seg_end_ns,
+    segments.seg_end_ns - segments.seg_start_ns as seg_ns,
+    case
+        when kernel_active then 0
+        when memcpy_active then 1
+        when memset_active then 2
+        when comm_active then 3
+        when runtime_active then 4
+        when dataloader_active then 5
+        when cpu_active then 6
+        else 7
+    end as top_role,
+    segments.kernel_active,
+    segments.comm_active,
+    segments.cpu_active
+from segments
+asof join step_ranges
+    on segments.run_id = step_ranges.run_id
+    and segments.trace_id = step_ranges.trace_id
+    and segments.seg_start_ns >= step_ranges.start_ns
+where segments.seg_end_ns <= step_ranges.end_ns

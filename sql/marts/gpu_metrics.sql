@@ -1,0 +1,68 @@
+-- One row per GPU of a trace: torch-tb-profiler's GPU summary over [first step start, last step end] of int_steps.
+-- Utilization = busy time (union of kernels) / span; Est. SM efficiency = time-weighted min(1, Σ blocks per SM of
+-- the running kernels) / span (idle counts 0; null when no kernel has blocks per SM); Est. achieved occupancy =
+-- kernel-time-weighted mean of `est. achieved occupancy %` / 100 (idle not counted). Kernels only.
+-- grain: run_id, trace_id, device
+-- source: torch-tb-profiler 0.4.3 GPU summary (gpu_metrics_parser.py calculate_gpu_utilization, calculate_approximated_sm_efficiency, calculate_occupancy); ANCHORS.md §3.5
+with
+
+span as (
+    select run_id, trace_id, min(start_ns) as span_start_ns, max(end_ns) as span_end_ns
+    from int_steps
+    group by run_id, trace_id
+),
+
+devices_used as (
+    select run_id, trace_id, device, any_value(rank) as rank
+    from kernels
+    where lower(cat) = 'kernel' and device is not null
+    group by all
+),
+
+busy as (
+    select
+        int_tb_gpu_segments.run_id,
+        int_tb_gpu_segments.trace_id,
+        int_tb_gpu_segments.device,
+        sum(greatest(0, least(seg_end_ns, span_end_ns) - greatest(seg_start_ns, span_start_ns))) as busy_ns,
+        sum(
+            sm_efficiency * greatest(0, least(seg_end_ns, span_end_ns) - greatest(seg_start_ns, span_start_ns))
+        ) as sm_weighted_ns,
+        bool_or(sm_efficiency > 0 and least(seg_end_ns, span_end_ns) > greatest(seg_start_ns, span_start_ns))
+            as has_sm_efficiency
+    from int_tb_gpu_segments
+    join span using (run_id, trace_id)
+    group by all
+),
+
+occupancy as (
+    select
+        kernels.run_id,
+        kernels.trace_id,
+        kernels.device,
+        sum(est_achieved_occupancy_pct * (least(end_ns, span_end_ns) - greatest(ts_ns, span_start_ns)))
+            / sum(least(end_ns, span_end_ns) - greatest(ts_ns, span_start_ns)) / 100 as occupancy_ratio
+    from kernels
+    join span using (run_id, trace_id)
+    where lower(kernels.cat) = 'kernel'
+        and est_achieved_occupancy_pct >= 0
+        and least(end_ns, span_end_ns) > greatest(ts_ns, span_start_ns)
+    group by all
+)
+
+select
+    devices_used.run_id,
+    devices_used.trace_id,
+    devices_used.device,
+    busy.busy_ns / nullif(span.span_end_ns - span.span_start_ns, 0) as gpu_utilization_ratio,
+    case when busy.has_sm_efficiency then busy.sm_weighted_ns / nullif(span.span_end_ns - span.span_start_ns, 0) end
+        as est_sm_efficiency_ratio,
+    occupancy.occupancy_ratio as est_achieved_occupancy_ratio,
+    devices_used.rank,
+    span.span_start_ns,
+    span.span_end_ns,
+    busy.busy_ns
+from devices_used
+left join span using (run_id, trace_id)
+left join busy using (run_id, trace_id, device)
+left join occupancy using (run_id, trace_id, device)

@@ -1,0 +1,44 @@
+-- One row per step of a trace: its wall time split by torch-tb-profiler's priority partition (Kernel > Memcpy >
+-- Memset > Communication > Runtime > DataLoader > CPU Exec > Other, each role taking what higher ones left), so the
+-- parts sum to total_ns = step end - step start exactly. Steps are int_steps' device-side ranges.
+-- Communication counts the nccl:*/gloo:* op ranges and the kernels sharing their External id. Several windows of one
+-- rank are kept apart by trace_id (their ProfilerStep numbers differ; traces without ProfilerStep all have step 0).
+-- grain: run_id, rank, step, trace_id
+-- source: torch-tb-profiler 0.4.3 Overview "Step Time Breakdown" (overall_parser.py create_from_range); ANCHORS.md §3.4
+with
+
+parts as (
+    select
+        run_id,
+        trace_id,
+        step,
+        coalesce(sum(seg_ns) filter (where top_role = 0), 0) as kernel_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 1), 0) as memcpy_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 2), 0) as memset_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 3), 0) as communication_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 4), 0) as runtime_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 5), 0) as dataloader_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 6), 0) as cpu_exec_ns,
+        coalesce(sum(seg_ns) filter (where top_role = 7), 0) as other_ns
+    from int_tb_step_segments
+    group by run_id, trace_id, step
+)
+
+select
+    int_steps.run_id,
+    int_steps.rank,
+    int_steps.step,
+    coalesce(parts.kernel_ns, 0)::bigint as kernel_ns,
+    coalesce(parts.memcpy_ns, 0)::bigint as memcpy_ns,
+    coalesce(parts.memset_ns, 0)::bigint as memset_ns,
+    coalesce(parts.communication_ns, 0)::bigint as communication_ns,
+    coalesce(parts.runtime_ns, 0)::bigint as runtime_ns,
+    coalesce(parts.dataloader_ns, 0)::bigint as dataloader_ns,
+    coalesce(parts.cpu_exec_ns, 0)::bigint as cpu_exec_ns,
+    coalesce(parts.other_ns, 0)::bigint as other_ns,
+    int_steps.end_ns - int_steps.start_ns as total_ns,
+    int_steps.trace_id,
+    int_steps.start_ns,
+    int_steps.end_ns
+from int_steps
+left join parts using (run_id, trace_id, step)

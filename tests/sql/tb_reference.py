@@ -1,0 +1,104 @@
+"""Run torch-tb-profiler 0.4.3 on trace files and pickle the figures the tb_plugin mart tests compare with.
+
+Executed as a script (``python tb_reference.py OUT.pkl RUN=PATH[,PATH...] ...``) so that the tests can run it in
+child processes next to their own ingest: tb_plugin parses every file with a full ``json.loads`` and an op tree.
+Per file it records tb_plugin's step ranges, step costs, overlap costs and GPU metrics; per run it also runs the
+distributed view (``RunLoader._process_distributed_profiles``) over the run's files grouped by span, as the loader
+does. Times are tb_plugin's own microseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from torch_tb_profiler import consts
+from torch_tb_profiler.profiler import data as tb_data
+from torch_tb_profiler.profiler.data import DistributedRunProfileData, RunProfileData
+from torch_tb_profiler.profiler.loader import RunLoader
+
+_parsers: list = []
+
+
+class _RecordingEventParser(tb_data.EventParser):
+    """tb_plugin's own EventParser, remembered so that its final step ranges can be read afterwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        _parsers.append(self)
+
+
+tb_data.EventParser = _RecordingEventParser  # data.py looks the class up in its module at call time
+
+
+def _figures(path: str) -> tuple[dict, DistributedRunProfileData | None]:
+    _parsers.clear()
+    try:
+        profile = RunProfileData.parse(Path(path).name, None, path, "/tmp")
+    except Exception as exc:  # tb_plugin fails on some inputs; the tests skip those
+        return {"error": repr(exc)}, None
+    parser = _parsers[-1]
+    gpu = profile.gpu_metrics_parser
+    gpus = {}
+    for gpu_id in sorted(gpu.gpu_ids):
+        gpus[gpu_id] = {
+            "utilization": gpu.gpu_utilization[gpu_id],
+            "sm_efficiency": gpu.avg_approximated_sm_efficiency_per_device[gpu_id],
+            "occupancy": gpu.avg_occupancy_per_device[gpu_id],
+            "buckets": list(gpu.gpu_util_buckets[gpu_id]),
+            "sm_ranges": list(gpu.approximated_sm_efficiency_ranges[gpu_id]),
+        }
+    figures = {
+        "steps": list(zip(profile.steps_names, parser.steps, strict=True)),
+        "costs": [list(c.costs) for c in profile.steps_costs],
+        "overlap": [(c.computation, c.overlap, c.communication, c.other) for c in profile.comm_overlap_costs],
+        "has_communication": profile.has_communication,
+        "comm_nodes": len(profile.comm_node_list or []),
+        "gpus": gpus,
+    }
+    return figures, DistributedRunProfileData(profile)
+
+
+def _distributed(profiles: list[DistributedRunProfileData]) -> dict | None:
+    by_span: dict[str | None, list[DistributedRunProfileData]] = defaultdict(list)
+    for p in profiles:
+        match = consts.WORKER_PATTERN.match(p.worker)
+        by_span[match.group(2) if match else None].append(p)
+    result = {}
+    for span, group in by_span.items():
+        view = RunLoader("reference", "", None)._process_distributed_profiles(group, span)
+        if view is None:
+            continue
+        for p in group:
+            result[p.worker] = {
+                "wait": {step: workers[p.worker] for step, workers in view.steps_to_wait["data"].items()
+                         if step != "all" and p.worker in workers},
+                "overlap": {step: workers[p.worker] for step, workers in view.steps_to_overlap["data"].items()
+                            if step != "all" and p.worker in workers},
+                "ops": view.comm_ops["data"][p.worker]["rows"],
+            }
+    return result
+
+
+def main(argv: list[str]) -> None:
+    logging.disable(logging.ERROR)
+    out, specs = argv[0], argv[1:]
+    result: dict = {"files": {}, "distributed": {}}
+    for spec in specs:
+        run_id, paths = spec.split("=", 1)
+        profiles = []
+        for path in paths.split(","):
+            figures, dist = _figures(path)
+            result["files"][path] = figures
+            if dist is not None:
+                profiles.append(dist)
+        result["distributed"][run_id] = _distributed(profiles)
+    with open(out, "wb") as f:
+        pickle.dump(result, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

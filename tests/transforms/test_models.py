@@ -1,0 +1,49 @@
+"""The SQL model graph: every model parses, resolves, is ordered, and every mart follows the naming contract."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pipelines.tables import RAW_TABLES
+from transforms.graph import run_order
+from transforms.models import default_sql_root, discover_models
+
+CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "CONTRACT.md"
+MODELS = discover_models()
+
+
+def contract_tables() -> dict[str, tuple[list[str], list[str]]]:
+    """Analysis table → (grain columns, other columns) as CONTRACT.md lists them."""
+    tables = {}
+    text = CONTRACT.read_text()
+    for line in text[text.index("## Analysis tables") :].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[0] != "`table`":
+            grain = [c.strip() for c in cells[1].split(",")]
+            columns = [c.strip() for c in re.sub(r"\(.*?\)", "", cells[2]).split(",") if c.strip() != "—"]
+            tables[cells[0].strip("`")] = (grain, [c for c in columns if c])
+    return tables
+
+
+def test_models_resolve_and_order() -> None:
+    order = run_order(MODELS, set(RAW_TABLES))
+    assert set(order) == set(MODELS)
+    for name in order:
+        assert MODELS[name].deps & set(MODELS) <= set(order[: order.index(name)])
+
+
+def test_sql_root_exists() -> None:
+    assert (default_sql_root() / "marts").is_dir()
+
+
+@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md not found beside the repository")
+def test_every_mart_declares_the_contract_grain() -> None:
+    for table, (grain, _) in contract_tables().items():
+        if table in ("traces",):  # a raw table, written at ingest
+            continue
+        assert table in MODELS, f"missing mart {table}"
+        # A mart may add grain columns after the contract's (e.g. trace_id, so windows of one rank stay apart).
+        assert list(MODELS[table].grain)[: len(grain)] == grain, table
