@@ -6,18 +6,16 @@ import dagster as dg
 
 from dagster_project.assets.marts import marts
 from dagster_project.assets.raw import raw_tables
-from dagster_project.partitions import trace_runs
+from dagster_project.assets.report import report
+from dagster_project.jobs import ingest_job
 from dagster_project.resources import default_resources
-
-ingest_job = dg.define_asset_job(
-    "ingest_run",
-    selection=dg.AssetSelection.assets(raw_tables, marts),
-    partitions_def=trace_runs,
-    description="Ingest one run's traces into the raw tables, then build every mart of the run.",
-)
+from dagster_project.schedules import trace_runs_schedule
+from dagster_project.sensors import trace_runs_sensor
 
 defs = dg.Definitions(
-    assets=[raw_tables, marts],
+    assets=[raw_tables, marts, report],
     jobs=[ingest_job],
+    sensors=[trace_runs_sensor],
+    schedules=[trace_runs_schedule],
     resources=default_resources(),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -10,6 +11,7 @@ import orjson
 
 from pipelines.lake import Lake
 from pipelines.parse import ParseSettings
+from transforms.catalog import default_catalog_path
 
 
 def _options(storage_options_json: str) -> dict[str, Any] | None:
@@ -21,6 +23,8 @@ class TraceSourceResource(dg.ConfigurableResource):
 
     url: str
     storage_options_json: str = ""
+    full_pass_every: int = 10
+    """On S3, every n-th sensor tick lists everything (rewrites); the others list only new keys."""
 
     def options(self) -> dict[str, Any] | None:
         """Explicit fsspec options; credentials otherwise come from the standard AWS variables."""
@@ -32,10 +36,16 @@ class LakeResource(dg.ConfigurableResource):
 
     url: str
     storage_options_json: str = ""
+    catalog_path: str = ""
+    """DuckDB catalog file kept up to date after every commit; default ``LAKE/catalog.duckdb`` for local lakes."""
 
     def lake(self) -> Lake:
         """The lake handle used by pipelines/ and transforms/."""
         return Lake(self.url, _options(self.storage_options_json))
+
+    def catalog(self, lake: Lake) -> Path | None:
+        """Where the DuckDB catalog file goes, or None (object-store lake and no path given)."""
+        return Path(self.catalog_path) if self.catalog_path else default_catalog_path(lake)
 
 
 class IngestSettingsResource(dg.ConfigurableResource):
@@ -51,10 +61,18 @@ class IngestSettingsResource(dg.ConfigurableResource):
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
-    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE and TRACELAKE_STORAGE_OPTIONS."""
+    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS, TRACELAKE_CATALOG and TRACELAKE_FULL_PASS_EVERY."""
     options = dg.EnvVar("TRACELAKE_STORAGE_OPTIONS") if "TRACELAKE_STORAGE_OPTIONS" in os.environ else ""
     return {
-        "source": TraceSourceResource(url=dg.EnvVar("TRACELAKE_SOURCE"), storage_options_json=options),
-        "lake": LakeResource(url=dg.EnvVar("TRACELAKE_LAKE"), storage_options_json=options),
+        "source": TraceSourceResource(
+            url=dg.EnvVar("TRACELAKE_SOURCE"),
+            storage_options_json=options,
+            full_pass_every=dg.EnvVar.int("TRACELAKE_FULL_PASS_EVERY") if "TRACELAKE_FULL_PASS_EVERY" in os.environ else 10,
+        ),
+        "lake": LakeResource(
+            url=dg.EnvVar("TRACELAKE_LAKE"),
+            storage_options_json=options,
+            catalog_path=dg.EnvVar("TRACELAKE_CATALOG") if "TRACELAKE_CATALOG" in os.environ else "",
+        ),
         "ingest_settings": IngestSettingsResource(),
     }

@@ -7,6 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec
+
 from pipelines.identity import TraceFile, is_trace_file, run_id_for, trace_id_for
 from pipelines.storage import filesystem, full_url
 
@@ -46,6 +48,11 @@ def discover_runs(source_url: str, options: dict[str, Any] | None = None) -> lis
         root = posixpath.dirname(root)
     else:
         files = fs.find(root, detail=True)
+    return group_runs(fs, root, files)
+
+
+def group_runs(fs: fsspec.AbstractFileSystem, root: str, files: dict[str, dict[str, Any]]) -> list[RunSource]:
+    """Group listed files (path → fsspec info with ``size`` and ``ETag``/``mtime``) under ``root`` into runs."""
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for path, info in files.items():
         rel = posixpath.relpath(path, root)

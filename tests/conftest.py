@@ -1,4 +1,5 @@
-"""Session-wide fixtures: real torch traces, made once per session and shared by every test that needs them.
+"""Session-wide fixtures: real torch traces, made once per session and shared by every test that needs them,
+a lake of the example traces, and a real S3 server on loopback (moto).
 
 Treat the folders as read-only: other tests ingest them as SOURCE folders.
 """
@@ -6,11 +7,16 @@ Treat the folders as read-only: other tests ingest them as SOURCE folders.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import s3fs
 
+from tests.support.servers import EXAMPLE_TRACES, free_port
 from tracelake.workloads import CPU_RUN_ID, GLOO_RUN_ID, profile_gloo_job, profile_single_process
 
 GLOO_WORLD_SIZE = 2
@@ -61,3 +67,58 @@ def gloo_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lambda url: profile_gloo_job(url, world_size=GLOO_WORLD_SIZE, uneven=True),
         ranks=GLOO_WORLD_SIZE,
     )
+
+
+@pytest.fixture
+def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A moto S3 server on loopback; the AWS variables point at it (for this process and children)."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A fresh bucket on the loopback server (moto keeps buckets process-wide, so each test gets its own name)."""
+
+    fs: s3fs.S3FileSystem
+    name: str
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write (or overwrite) one object."""
+        self.fs.pipe(f"{self.name}/{key}", data)
+
+    def url(self, prefix: str) -> str:
+        """``s3://<bucket>/<prefix>``."""
+        return f"s3://{self.name}/{prefix}"
+
+
+@pytest.fixture
+def bucket(s3_server: str) -> Bucket:
+    """An empty bucket on the loopback server; its filesystem caches no listings."""
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server}, skip_instance_cache=True, use_listings_cache=False)
+    name = f"traces-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    return Bucket(fs, name)
+
+
+@pytest.fixture(scope="session")
+def example_lake(tmp_path_factory: pytest.TempPathFactory, cpu_traces_dir: Path) -> Path:
+    """A local lake of the shipped example traces plus the torch CPU run ``cpu_mlp`` (memory events), via ``tracelake ingest``."""
+    from tracelake.ingest import ingest
+
+    root = tmp_path_factory.mktemp("example")
+    shutil.copytree(EXAMPLE_TRACES, root / "traces", ignore=shutil.ignore_patterns("*.md"))
+    shutil.copytree(cpu_traces_dir / CPU_RUN_ID, root / "traces" / CPU_RUN_ID)
+    assert ingest(str(root / "traces"), str(root / "lake")) == 0
+    return root / "lake"

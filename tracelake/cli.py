@@ -41,6 +41,17 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
 
+    compare = commands.add_parser("compare", help="what got slower from RUN_A to RUN_B: kernels, ops, collectives, steps")
+    compare.add_argument("run_a", help="the baseline run_id")
+    compare.add_argument("run_b", help="the run_id compared with it")
+    compare.add_argument("--lake", required=True)
+    compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    compare.add_argument("--kind", choices=("kernel", "collective", "op", "step", "phase"), action="append",
+                         help="only these kinds of rows (repeatable; default all)")
+    compare.add_argument("--limit", type=int, default=30, help="rows to print, largest slowdown first (0: all)")
+    compare.add_argument("--out", help="also write the whole run_comparison table to this Parquet file")
+    compare.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+
     demo = commands.add_parser("demo", help="profile small torch jobs, ingest them with sample GPU traces, report")
     demo.add_argument("--lake", default="lake", help="where to write the demo lake (default: ./lake)")
     demo.add_argument("--traces", default="demo-traces", help="where to write the demo traces (default: ./demo-traces)")
@@ -88,6 +99,11 @@ def _run(args: argparse.Namespace) -> int:
             raise
         write_result(columns, rows, args.format)
         return 0
+    if args.command == "compare":
+        from tracelake.compare import run_compare
+
+        return run_compare(args.run_a, args.run_b, args.lake, options=_storage_options(args.storage_option),
+                           kinds=args.kind, limit=args.limit, fmt=args.format, out=args.out)
     if args.command == "demo":
         from tracelake.demo import run_demo
 

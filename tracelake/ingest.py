@@ -12,6 +12,7 @@ import orjson
 
 from dagster_project.assets.marts import marts
 from dagster_project.assets.raw import progress_log, raw_tables
+from dagster_project.assets.report import report
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.sources import discover_runs
@@ -64,7 +65,7 @@ def ingest(
         for index, run in enumerate(runs, 1):
             print(f"[{index}/{len(runs)}] run {run.run_id}: {len(run.traces)} traces")
             result = dg.materialize(
-                [raw_tables, marts],
+                [raw_tables, marts, report],
                 partition_key=run.run_id,
                 instance=dagster,
                 resources=resources,

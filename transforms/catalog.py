@@ -1,29 +1,43 @@
-"""Views over every committed table of a lake, spanning all runs, for SQL and notebooks."""
+"""Views over every committed table of a lake, spanning all runs, for SQL, notebooks and SQL clients."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import duckdb
+import polars as pl
 
 from pipelines.lake import LAYERS, Lake
+from pipelines.storage import is_local, storage_options_for
 from transforms.runner import connect
+
+CATALOG_NAME = "catalog.duckdb"
+
+
+def _view_sql(table: str, files: str) -> str:
+    """A view of ``table`` over the Parquet ``files`` (a DuckDB list expression), ``run_id`` first.
+
+    ``run_id`` is a Hive partition column, so filters on it prune whole runs' files.
+    """
+    return (
+        f"create or replace view {table} as select run_id, * exclude (run_id) "
+        f"from read_parquet({files}, hive_partitioning = true, union_by_name = true)"
+    )
 
 
 def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]:
-    """Create one view per table of every layer, named by the bare table name, ``run_id`` first.
+    """Create one view per table of every layer, named by the bare table name.
 
     Only files named by committed manifests are read, so an interrupted write is never visible.
-    ``run_id`` is a Hive partition column: filters on it prune whole runs' files.
     """
     names = []
     for layer in LAYERS:
         for table, urls in sorted(lake.committed_files(layer).items()):
             con.execute(f"set variable files_{layer}_{table} = $urls", {"urls": urls}).fetchall()
-            con.execute(
-                f"create or replace view {table} as select run_id, * exclude (run_id) "
-                f"from read_parquet(getvariable('files_{layer}_{table}'), hive_partitioning = true, union_by_name = true)"
-            ).fetchall()
+            con.execute(_view_sql(table, f"getvariable('files_{layer}_{table}')")).fetchall()
             names.append(table)
     return names
 
@@ -39,3 +53,64 @@ def open_lake(url: str, options: dict[str, Any] | None = None) -> duckdb.DuckDBP
     con = connect(lake)
     register_lake_views(con, lake)
     return con
+
+
+def open_lake_polars(url: str, options: dict[str, Any] | None = None) -> dict[str, pl.LazyFrame]:
+    """Every lake table as a Polars LazyFrame over its committed files, ``run_id`` first.
+
+    Example:
+        >>> tables = open_lake_polars("./lake")
+        >>> tables["kernels"].group_by("run_id").agg(pl.col("dur_ns").sum()).collect()
+    """
+    lake = Lake(url, options)
+    scan_options = None if is_local(lake.fs) else _polars_storage_options(url, options)
+    frames = {}
+    for layer in LAYERS:
+        for table, urls in sorted(lake.committed_files(layer).items()):
+            frame = pl.scan_parquet(urls, hive_partitioning=True, missing_columns="insert",
+                                    extra_columns="ignore", storage_options=scan_options)
+            frames[table] = frame.select("run_id", pl.exclude("run_id"))
+    return frames
+
+
+def _polars_storage_options(url: str, options: dict[str, Any] | None) -> dict[str, str]:
+    """fsspec options (plus the AWS environment) in the form of Polars' native object-store client."""
+    merged = storage_options_for(url, options)
+    endpoint = (merged.get("client_kwargs") or {}).get("endpoint_url") or merged.get("endpoint_url")
+    out = {"aws_region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    if endpoint:
+        out |= {"aws_endpoint_url": endpoint, "aws_allow_http": str(endpoint.startswith("http://")).lower()}
+    for key, name in (("key", "aws_access_key_id"), ("secret", "aws_secret_access_key"), ("token", "aws_session_token")):
+        if merged.get(key):
+            out[name] = str(merged[key])
+    return out
+
+
+def default_catalog_path(lake: Lake) -> Path | None:
+    """``LAKE/catalog.duckdb`` for a local lake; None for object stores (give a local path instead)."""
+    return Path(lake.root) / CATALOG_NAME if is_local(lake.fs) else None
+
+
+def write_catalog(lake: Lake, path: Path) -> Path:
+    """Write a DuckDB database file holding one view per lake table, for the DuckDB CLI, DBeaver or notebooks.
+
+    The views name the committed files literally (a DuckDB file cannot hold the manifests'
+    logic), so the file is rewritten after every commit; it is written beside ``path`` and
+    renamed over it, so readers never see a half-written catalog. When two runs commit at once,
+    the later rename wins and may lack the other run until the next commit. Views over ``s3://`` need
+    DuckDB's httpfs extension and AWS settings in the client that opens the file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    Path(staging).unlink()  # DuckDB creates the file itself
+    with duckdb.connect(staging) as con:
+        for layer in LAYERS:
+            for table, urls in sorted(lake.committed_files(layer).items()):
+                con.execute(_view_sql(table, "[" + ", ".join(_literal(u) for u in urls) + "]")).fetchall()
+    Path(staging).replace(path)
+    return path
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -5,6 +5,7 @@ import dagster as dg
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import LakeResource
 from pipelines.tables import RAW_TABLES
+from transforms.catalog import write_catalog
 from transforms.checks import check_names
 from transforms.graph import mart_dependencies
 from transforms.models import default_sql_root, discover_models
@@ -45,9 +46,14 @@ def _preview(result: MartResult) -> str:
     name="marts",
 )
 def marts(context: dg.AssetExecutionContext, lake: LakeResource):
-    """Run the selected SQL marts on DuckDB over the run's raw Parquet and commit them."""
+    """Run the selected SQL marts on DuckDB over the run's raw Parquet, commit them, and refresh the catalog file."""
     selected = {key.path[-1] for key in context.selected_asset_keys}
-    for result in build_marts(lake.lake(), context.partition_key, select=selected, sql_root=SQL_ROOT):
+    handle = lake.lake()
+    results = build_marts(handle, context.partition_key, select=selected, sql_root=SQL_ROOT)
+    catalog = lake.catalog(handle)
+    if catalog:
+        write_catalog(handle, catalog)
+    for result in results:
         key = dg.AssetKey(["marts", result.name])
         yield dg.MaterializeResult(
             asset_key=key,
@@ -55,6 +61,7 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource):
                 "dagster/row_count": result.row_count,
                 "path": dg.MetadataValue.path(result.url),
                 "preview": dg.MetadataValue.md(_preview(result)),
+                **({"catalog": dg.MetadataValue.path(str(catalog))} if catalog else {}),
             },
         )
         for check in result.checks:

@@ -1,0 +1,66 @@
+"""Servers and processes that tests start on loopback, always stopped even when a test fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_TRACES = ROOT / "examples" / "traces"
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def process_group(command: list[str], *, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` in its own process group; SIGINT, then SIGKILL, the whole group on exit, even on failure."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            for sig, wait in ((signal.SIGINT, 15), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(proc.pid, sig)
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+                except ProcessLookupError:
+                    break
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 1.0, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def wait_for_http(url: str, *, timeout: float) -> None:
+    """Wait until ``url`` answers 200."""
+    def up() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+    wait_for(up, timeout=timeout, interval=0.5, what=url)

@@ -1,0 +1,37 @@
+"""The DuckDB catalog file, run_id partition pruning, and the Polars view of the lake."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from transforms.catalog import CATALOG_NAME, open_lake, open_lake_polars
+
+COUNTS = "select run_id, count(*) from kernels group by run_id order by run_id"
+
+
+def test_ingest_keeps_a_catalog_file_that_plain_duckdb_opens(example_lake):
+    with duckdb.connect(str(example_lake / CATALOG_NAME), read_only=True) as con:
+        views = {row[0] for row in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
+        assert {"kernels", "traces", "steps", "memory_events", "runs"} <= views
+        from_catalog = con.execute(COUNTS).fetchall()
+        runs = con.execute("select run_id from traces order by run_id").fetchall()
+    assert from_catalog == open_lake(str(example_lake)).execute(COUNTS).fetchall()
+    assert [run for (run,) in runs] == ["cpu_mlp", "nccl_rank0_of_2", "rocm_mi250", "simple_add"]
+
+
+def test_filter_on_run_id_reads_one_run_of_four(example_lake):
+    query = "explain analyze select count(*) from kernels where run_id = 'simple_add'"
+    for con in (open_lake(str(example_lake)), duckdb.connect(str(example_lake / CATALOG_NAME), read_only=True)):
+        plan = con.execute(query).fetchall()[0][1]
+        assert "File Filters: run_id = 'simple_add'" in plan
+        assert "Scanning Files: 1/4" in plan
+
+
+def test_polars_lazy_frames_match_sql(example_lake):
+    tables = open_lake_polars(str(example_lake))
+    assert {"kernels", "traces", "runs"} <= set(tables)
+    counts = tables["kernels"].group_by("run_id").len().sort("run_id").collect()
+    assert counts.rows() == open_lake(str(example_lake)).execute(COUNTS).fetchall()
+    assert tables["traces"].collect_schema().names()[0] == "run_id"
+    assert tables["runs"].select(pl.len()).collect().item() == 4

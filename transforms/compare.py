@@ -1,0 +1,56 @@
+"""Run comparison: which kernels, ops, collectives and step phases got slower from run A to run B."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from transforms.models import default_sql_root
+
+# NCCL kernels of older traces carry no collective args; their names say which collective they run.
+_IS_COLLECTIVE = "collective_name is not null or name like 'nccl%Kernel_%'"
+
+# What each kind of item is, as (name, dur_ns) rows of one lake view; a part whose view the
+# lake lacks (a mart not built yet) is left out.
+ITEM_SOURCES: dict[str, tuple[str, str]] = {
+    "kernel": ("kernels", f"select run_id, name, dur_ns from kernels where not ({_IS_COLLECTIVE})"),
+    "collective": (
+        "kernels",
+        "select run_id, coalesce(collective_name, regexp_extract(name, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)) as name, "
+        f"dur_ns from kernels where {_IS_COLLECTIVE}",
+    ),
+    "op": ("cpu_ops", "select run_id, name, dur_ns from cpu_ops"),
+    "step": ("steps", "select run_id, 'ProfilerStep' as name, dur_ns from steps"),
+    "phase": (
+        "step_breakdown",
+        "select run_id, phase as name, dur_ns from step_breakdown unpivot (dur_ns for phase in "
+        "(kernel_ns, memcpy_ns, memset_ns, communication_ns, runtime_ns, dataloader_ns, cpu_exec_ns, other_ns))",
+    ),
+}
+
+
+def comparison_sql(sql_root: Path | None = None) -> str:
+    """The comparison query (``sql/queries/run_comparison.sql``), with ``$run_a`` and ``$run_b`` parameters."""
+    return ((sql_root or default_sql_root()) / "queries" / "run_comparison.sql").read_text()
+
+
+def compare_runs(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> pl.DataFrame:
+    """The ``run_comparison`` table of ``run_b`` against ``run_a`` over a connection from ``open_lake``.
+
+    Raises:
+        ValueError: when either run is not in the lake.
+    """
+    views = {row[0] for row in con.execute("select view_name from duckdb_views()").fetchall()}
+    known = {row[0] for row in con.execute("select run_id from traces").fetchall()} if "traces" in views else set()
+    missing = [r for r in (run_a, run_b) if r not in known]
+    if missing:
+        raise ValueError(f"run(s) {', '.join(map(repr, missing))} not in the lake; known runs: {', '.join(sorted(known))}")
+    parts = [
+        f"select '{kind}' as kind, name, run_id, dur_ns from ({sql})"
+        for kind, (view, sql) in ITEM_SOURCES.items()
+        if view in views
+    ]
+    con.execute("create or replace temp view comparison_items as " + " union all ".join(parts)).fetchall()
+    return con.sql(comparison_sql(), params={"run_a": run_a, "run_b": run_b}).pl()
