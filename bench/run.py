@@ -2,7 +2,7 @@
 
 For each size a trace is built once with :mod:`bench.make_trace` (cached under ``bench/out/traces``),
 then every step runs ``--repeat`` times, each in its own child process, so that the peak RSS
-reported (``ru_maxrss`` of that child, from ``os.wait4``) belongs to that step alone. Wall and CPU
+reported (the child's own high-water mark, :func:`bench.memory.peak_rss_mb`) belongs to that step alone. Wall and CPU
 time are measured inside the child around the step itself (interpreter start-up and imports
 excluded) and the median of the repeats is reported; CPU time (all threads) is the steadier
 figure when other work shares the machine. Results go to ``bench/out/results.json`` and
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
 
 from bench.make_trace import DEFAULT_SOURCE, parse_size  # noqa: E402
+from bench.memory import peak_rss_mb  # noqa: E402
 
 # HTA holds the whole trace as Python objects and then DataFrames: about 6x the JSON size at peak
 # (1.4 GB for 234 MB). It is skipped where that would not fit in half the memory free now.
@@ -93,6 +93,7 @@ def _child(step: str, trace_dir: Path, scratch: Path) -> None:
     result = globals()[f"_step_{step}"](trace_dir, scratch)
     result.setdefault("wall_s", time.perf_counter() - started)
     result.setdefault("cpu_s", time.process_time() - cpu_started)
+    result["peak_rss_mb"] = peak_rss_mb()
     print("BENCH_RESULT " + json.dumps(result), flush=True)
 
 
@@ -107,9 +108,7 @@ def _run_child(step: str, trace_dir: Path) -> dict[str, Any]:
                 [sys.executable, __file__, "--child", step, str(trace_dir), str(scratch)],
                 stdout=stdout, stderr=stderr, cwd=ROOT,
             )
-            # wait4 rather than proc.wait(): it also returns the child's own peak RSS.
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            proc.wait()
             stdout.seek(0)
             stderr.seek(0)
             out, err = stdout.read().decode(), stderr.read().decode()
@@ -118,9 +117,7 @@ def _run_child(step: str, trace_dir: Path) -> dict[str, Any]:
     lines = [line for line in out.splitlines() if line.startswith("BENCH_RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{step} failed on {trace_dir}:\n{err[-3000:]}")
-    result = json.loads(lines[-1].removeprefix("BENCH_RESULT "))
-    result["peak_rss_mb"] = usage.ru_maxrss / 1024
-    return result
+    return json.loads(lines[-1].removeprefix("BENCH_RESULT "))
 
 
 def _available_bytes() -> int:

@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 PEAK_RSS_BOUND_MB = 450
 
 _CHILD = """
-import json, resource, sys
+import json, sys
 from pathlib import Path
+from bench.memory import peak_rss_mb
 import fsspec
 from pipelines.identity import TraceFile
 from pipelines.parse import ParseSettings, parse_trace
@@ -28,7 +29,7 @@ path, workdir = sys.argv[1], Path(sys.argv[2])
 settings = ParseSettings(chunk_bytes=4 << 20, memory_limit="256MB", threads=2)
 trace = TraceFile(url=path, run_id="r", trace_id="t", size_bytes=0)
 parsed = parse_trace(fsspec.filesystem("file"), path, trace, workdir=workdir, settings=settings)
-print(json.dumps({"events": parsed.event_count, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"events": parsed.event_count, "peak_mb": peak_rss_mb()}))
 """
 
 
