@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
 
-from bench.make_trace import DEFAULT_SOURCE, parse_size  # noqa: E402
+from bench.make_trace import DEFAULT_SOURCE  # noqa: E402
 from bench.memory import peak_rss_mb  # noqa: E402
 
 # HTA holds the whole trace as Python objects and then DataFrames: about 6x the JSON size at peak

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import s3fs
 
-from tests.support.servers import EXAMPLE_TRACES, free_port
+from tests.support.s3 import S3Server, moto_server
+from tests.support.servers import EXAMPLE_TRACES
 from tracelake.workloads import CPU_RUN_ID, GLOO_RUN_ID, profile_gloo_job, profile_single_process
 
 GLOO_WORLD_SIZE = 2
@@ -69,22 +70,19 @@ def gloo_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-@pytest.fixture
-def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A moto S3 server on loopback; the AWS variables point at it (for this process and children)."""
-    from moto.server import ThreadedMotoServer
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[S3Server]:
+    """One moto S3 server on loopback for the session; tests keep apart by using buckets of their own."""
+    with moto_server() as server:
+        yield server
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+
+@pytest.fixture
+def s3_server(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The loopback S3 endpoint, with the AWS variables pointing at it (for this process and children)."""
+    for key, value in moto_s3.env().items():
         monkeypatch.setenv(key, value)
-    try:
-        yield endpoint
-    finally:
-        server.stop()
+    return moto_s3.endpoint
 
 
 @dataclass(frozen=True)

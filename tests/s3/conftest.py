@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
-import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,102 +19,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
+
+from tests.conftest import SHARED_TRACES
+from tests.support.s3 import S3Server
+from tests.support.servers import free_port, port_is_free
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_TRACES = Path("/work/shared/traces")
 EXAMPLE_TRACES = REPO / "examples" / "traces"
-
-
-def _free_port(exclude: set[int] | None = None) -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (and not in ``exclude``)."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if not exclude or port not in exclude:
-            return port
-
-
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class S3Server:
-    """An S3 endpoint on loopback and credentials it accepts."""
-
-    endpoint: str
-    access_key: str
-    secret_key: str
-
-    def client(self, secret_key: str | None = None):
-        """A boto3 client for this server (optionally with another secret, to provoke auth errors)."""
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=secret_key or self.secret_key,
-            region_name="us-east-1",
-            config=Config(retries={"max_attempts": 1}),
-        )
-
-    def env(self, **overrides: str) -> dict[str, str]:
-        """The standard AWS variables pointing at this server."""
-        return {
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_REGION": "us-east-1",
-            **overrides,
-        }
-
-    def make_bucket(self, bucket: str) -> None:
-        """Create ``bucket`` (tests use one bucket each, so servers can be shared)."""
-        self.client().create_bucket(Bucket=bucket)
-
-    def upload_folder(self, bucket: str, prefix: str, local: Path) -> list[str]:
-        """Upload every file under ``local`` to ``s3://bucket/prefix/<relative path>``; returns the keys."""
-        client = self.client()
-        keys = []
-        for path in sorted(p for p in local.rglob("*") if p.is_file()):
-            key = f"{prefix.strip('/')}/{path.relative_to(local).as_posix()}"
-            client.upload_file(str(path), bucket, key)
-            keys.append(key)
-        return keys
-
-    def list_keys(self, bucket: str, prefix: str = "") -> list[str]:
-        """Every key under ``prefix`` (all pages)."""
-        keys = []
-        for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            keys.extend(obj["Key"] for obj in page.get("Contents", []))
-        return sorted(keys)
-
-    def read(self, bucket: str, key: str) -> bytes:
-        """The bytes of one object."""
-        return self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
-
-
-@pytest.fixture(scope="session")
-def moto_s3() -> Iterator[S3Server]:
-    """moto's threaded S3 server on a free loopback port (no auth checks, in memory)."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield S3Server(f"http://127.0.0.1:{port}", "AKIAMOTOTESTKEY", "moto-secret-Zq81xWv3")
-    finally:
-        server.stop()
 
 
 def _weed_binary() -> str:
@@ -150,13 +60,13 @@ def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]
     ports: dict[str, int] = {}
     for name in ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
                  "filer.port.grpc", "s3.port", "s3.port.grpc", "webdav.port", "metricsPort"):
-        ports[name] = _free_port(used)
+        ports[name] = free_port(used)
         used.add(ports[name])
     # weed 4.48's mini worker dials the admin gRPC port at admin.port + 10000 whatever admin.port.grpc
     # says: pick an admin port whose +10000 neighbour is free too, and name both.
     while True:
-        admin = _free_port(used)
-        if admin + 10000 <= 65535 and admin + 10000 not in used and _port_is_free(admin + 10000):
+        admin = free_port(used)
+        if admin + 10000 <= 65535 and admin + 10000 not in used and port_is_free(admin + 10000):
             break
     ports["admin.port"], ports["admin.port.grpc"] = admin, admin + 10000
     command = [

@@ -18,11 +18,24 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_TRACES = ROOT / "examples" / "traces"
 
 
-def free_port() -> int:
-    """A TCP port free on loopback right now."""
+def free_port(exclude: set[int] | None = None) -> int:
+    """A TCP port free on loopback right now (and not in ``exclude``)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not exclude or port not in exclude:
+            return port
+
+
+def port_is_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` on loopback."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @contextmanager
