@@ -1,6 +1,6 @@
 """The ingest job as a reconstructable target for multiprocess tests, with one trace made to fail.
 
-Each step process imports this module, so the failure below is injected in every process: the parse
+Each step process rebuilds the job through :func:`ingest_job`, which injects the failure there: the parse
 step of a trace named ``FAILING`` raises inside the parser, as a vanished file or a parser bug would.
 """
 
@@ -24,11 +24,9 @@ def _failing_parse_trace(fs, path, trace, **kwargs):
     return _parse_trace(fs, path, trace, **kwargs)
 
 
-pipelines.ingest.parse_trace = _failing_parse_trace
-
-
 def ingest_job() -> dg.JobDefinition:
-    """The code location's ``ingest_run`` job (reconstructable in each step process)."""
+    """The code location's ``ingest_run`` job, with the failure injected (called in each step process)."""
+    pipelines.ingest.parse_trace = _failing_parse_trace
     return defs.resolve_job_def("ingest_run")
 
 
