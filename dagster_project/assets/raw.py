@@ -153,12 +153,12 @@ def _run_url_config(config: RawIngestConfig) -> dict:
 @dg.graph_multi_asset(
     outs={
         table: dg.AssetOut(
-            key=["raw", table], description=RAW_DESCRIPTIONS[table], group_name="raw", kinds={"parquet"},
-            dagster_type=dg.Nothing,
+            key=["raw", table], description=RAW_DESCRIPTIONS[table], kinds={"parquet"}, dagster_type=dg.Nothing,
         )
         for table in RAW_TABLES
     },
     partitions_def=trace_runs,
+    group_name="raw",  # a graph-backed asset takes its group here; AssetOut's is ignored
     name="raw_tables",
     config=_run_url_config,
 )
