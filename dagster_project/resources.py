@@ -49,15 +49,17 @@ class LakeResource(dg.ConfigurableResource):
 
 
 class IngestSettingsResource(dg.ConfigurableResource):
-    """Bounds for parsing: chunk size and DuckDB memory budget per trace, traces parsed at once."""
+    """Bounds for each parse step: chunk size, DuckDB memory budget, and how many steps share the machine's cores."""
 
     chunk_mb: int = ParseSettings.chunk_bytes >> 20
     memory_limit: str = ParseSettings.memory_limit
     parallelism: int = 0
+    """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
 
     def parse_settings(self) -> ParseSettings:
-        """The pipelines-level settings."""
-        return ParseSettings(chunk_bytes=self.chunk_mb << 20, memory_limit=self.memory_limit)
+        """The pipelines-level settings of one parse step."""
+        threads = max(1, (os.cpu_count() or 1) // max(1, self.parallelism))
+        return ParseSettings(chunk_bytes=self.chunk_mb << 20, memory_limit=self.memory_limit, threads=threads)
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:

@@ -15,6 +15,6 @@ def ingest_request(change: RunChange) -> dg.RunRequest:
     return dg.RunRequest(
         run_key=change.run_key,
         partition_key=change.run_id,
-        run_config={"ops": {"raw_tables": {"config": {"run_url": change.url}}}},
+        run_config={"ops": {"raw_tables": {"config": {"run_url": change.url}}}},  # mapped onto list_traces
         tags={FILES_TAG: change.run_key},
     )

@@ -1,4 +1,8 @@
-"""Ingest one run: parse its traces, check rank claims, and commit every raw table of the run."""
+"""Ingest one run: parse and upload each trace (:func:`stage_trace`), then commit the run (:func:`commit_run`).
+
+The halves are separate so that each trace can be its own Dagster step; :func:`ingest_run` composes them
+for library users.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import PARSER_VERSION
-from pipelines.identity import TraceFile
-from pipelines.lake import Lake, Manifest
+from pipelines.identity import TraceFile, claim_rank
+from pipelines.lake import Lake, Manifest, new_version
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from pipelines.quality import QualityIssue, quality_table
 from pipelines.sources import RunSource
@@ -67,6 +71,21 @@ class RunResult:
     def errors(self) -> list[QualityIssue]:
         """Issues of severity ``error``."""
         return [i for i in self.issues if i.severity == "error"]
+
+
+@dataclass(frozen=True)
+class StagedTrace:
+    """One trace parsed and uploaded under its run's new version: the small summary a commit needs.
+
+    Picklable, so a parse step can hand it to the commit step across processes or machines.
+    """
+
+    parsed: ParsedTrace
+    """Identity, rank claim, window, event count and issues (``table_files`` empty: the local files are gone)."""
+    files: dict[str, str]
+    """Table → uploaded path relative to the lake root."""
+    row_counts: dict[str, int]
+    seconds: float
 
 
 def _status(parsed: ParsedTrace) -> str:
@@ -129,16 +148,64 @@ def _traces_table(run: RunSource, traces: list[ParsedTrace], issues: list[Qualit
     return pa.Table.from_pylist(rows, schema=TRACES_SCHEMA)
 
 
-def _parse_one(
-    trace: TraceFile, options: dict[str, Any] | None, workdir: Path, settings: ParseSettings,
-    progress: ProgressCallback | None,
-) -> ParsedTrace:
+def _parse(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, settings: ParseSettings) -> ParsedTrace:
+    """Parse one trace; an unexpected failure becomes a failed trace with a ``parse_failed`` error.
+
+    Damaged input never raises (parse_trace reports it); this catches the rest (the file vanished,
+    the store refused the read, a parser bug), so one trace never keeps the others of its run out.
+    """
+    try:
+        fs, path = filesystem(trace.url, options)
+        return parse_trace(fs, path, trace, workdir=workdir, settings=settings)
+    except Exception as exc:
+        log.exception("parsing %s failed", trace.url)
+        issue = QualityIssue(
+            trace.run_id, trace.trace_id, "error", "parse_failed", f"could not be parsed: {type(exc).__name__}: {exc}"
+        )
+        return ParsedTrace(trace=trace, rank=claim_rank({}, trace.url.rsplit("/", 1)[-1]), issues=[issue])
+
+
+def stage_trace(
+    trace: TraceFile,
+    lake: Lake,
+    version: str,
+    *,
+    source_options: dict[str, Any] | None = None,
+    settings: ParseSettings | None = None,
+) -> StagedTrace:
+    """Parse one trace and upload its table files under ``version`` of its run, not yet visible.
+
+    Runs anywhere (a thread, a process, a pod): only the returned summary travels to :func:`commit_run`.
+    """
     started = time.perf_counter()
-    fs, path = filesystem(trace.url, options)
-    parsed = parse_trace(fs, path, trace, workdir=workdir, settings=settings)
-    if progress:
-        progress(parsed, time.perf_counter() - started)
-    return parsed
+    with tempfile.TemporaryDirectory(prefix=f"tracelake-{trace.run_id}-{trace.trace_id}-") as tmp:
+        parsed = _parse(trace, source_options, Path(tmp), settings or ParseSettings())
+        files = {
+            table: lake.upload("raw", trace.run_id, version, table, trace.trace_id, local)
+            for table, local in parsed.table_files.items()  # failed traces too: empty files keep each table's schema
+        }
+        rows = {table: pq.read_metadata(local).num_rows for table, local in parsed.table_files.items()}
+    return StagedTrace(replace(parsed, table_files={}), files, rows, time.perf_counter() - started)
+
+
+def commit_run(run: RunSource, lake: Lake, version: str, staged: list[StagedTrace]) -> RunResult:
+    """Check rank claims, write ``traces`` and ``quality_issues``, and commit ``version`` of the run in one write."""
+    traces = [s.parsed for s in staged]
+    issues = [i for p in traces for i in p.issues] + duplicate_rank_issues(traces)
+    tables: dict[str, list[str]] = defaultdict(list)
+    row_counts: dict[str, int] = defaultdict(int)
+    for item in staged:
+        for table, relative in item.files.items():
+            tables[table].append(relative)
+            row_counts[table] += item.row_counts[table]
+    with tempfile.TemporaryDirectory(prefix=f"tracelake-{run.run_id}-") as tmp:
+        for table, data in (("traces", _traces_table(run, traces, issues)), ("quality_issues", quality_table(issues))):
+            local = Path(tmp) / f"{table}.parquet"
+            pq.write_table(data, local)
+            tables[table].append(lake.upload("raw", run.run_id, version, table, "run", local))
+            row_counts[table] = data.num_rows
+    manifest = lake.commit("raw", run.run_id, version, dict(tables))
+    return RunResult(run.run_id, traces, issues, manifest, dict(row_counts))
 
 
 def ingest_run(
@@ -150,30 +217,21 @@ def ingest_run(
     parallelism: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> RunResult:
-    """Parse every trace of ``run`` and replace the run's partition of every raw table.
+    """Parse every trace of ``run`` on a thread pool and replace the run's partition of every raw table.
 
     Bad traces never stop the run: they are reported as quality issues, and every good trace lands.
+    The Dagster assets run the same two halves (:func:`stage_trace`, :func:`commit_run`) as separate steps.
     """
     workers = max(1, min(parallelism or os.cpu_count() or 1, len(run.traces) or 1))
-    settings = settings or ParseSettings()
-    settings = replace(settings, threads=max(1, (os.cpu_count() or 1) // workers))
-    with tempfile.TemporaryDirectory(prefix=f"tracelake-{run.run_id}-") as tmp:
-        work = Path(tmp)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            traces = list(
-                pool.map(
-                    lambda t: _parse_one(t, source_options, work / t.trace_id, settings, progress), run.traces
-                )
-            )
-        issues = [i for p in traces for i in p.issues] + duplicate_rank_issues(traces)
-        files: dict[str, list[tuple[str, Path]]] = defaultdict(list)
-        for parsed in traces:  # failed traces too: their empty files keep every table's schema in the run
-            for table, path in parsed.table_files.items():
-                files[table].append((parsed.trace.trace_id, path))
-        for table, data in (("traces", _traces_table(run, traces, issues)), ("quality_issues", quality_table(issues))):
-            path = work / f"{table}.parquet"
-            pq.write_table(data, path)
-            files[table].append(("run", path))
-        row_counts = {t: sum(pq.read_metadata(p).num_rows for _, p in entries) for t, entries in files.items()}
-        manifest = lake.write_run("raw", run.run_id, dict(files))
-    return RunResult(run.run_id, traces, issues, manifest, row_counts)
+    settings = replace(settings or ParseSettings(), threads=max(1, (os.cpu_count() or 1) // workers))
+    version = new_version()
+
+    def stage(trace: TraceFile) -> StagedTrace:
+        item = stage_trace(trace, lake, version, source_options=source_options, settings=settings)
+        if progress:
+            progress(item.parsed, item.seconds)
+        return item
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        staged = list(pool.map(stage, run.traces))
+    return commit_run(run, lake, version, staged)

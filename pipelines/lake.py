@@ -70,21 +70,35 @@ class Lake:
         ``keep_other_tables`` the run's committed tables that ``files`` does not name are kept.
         """
         version = new_version()
+        tables = {
+            table: [self.upload(layer, run_id, version, table, name, local) for name, local in entries]
+            for table, entries in files.items()
+        }
+        return self.commit(layer, run_id, version, tables, keep_other_tables=keep_other_tables)
+
+    def upload(self, layer: str, run_id: str, version: str, table: str, name: str, local: Path) -> str:
+        """Upload one file of an uncommitted ``version``; returns its path relative to the lake root.
+
+        Invisible to readers until :meth:`commit` names it; a version never committed is removed
+        by the run's next commit, so any process (a parse step on another machine) may upload.
+        """
+        relative = posixpath.join(layer, table, f"run_id={run_id}", f"{version}-{name}.parquet")
+        self.fs.makedirs(posixpath.dirname(self._path(relative)), exist_ok=True)
+        self.fs.put_file(str(local), self._path(relative))
+        return relative
+
+    def commit(
+        self, layer: str, run_id: str, version: str, tables: dict[str, list[str]], *, keep_other_tables: bool = False
+    ) -> Manifest:
+        """Make ``tables`` (table → uploaded relative paths) the run's contents in one write, then collect garbage."""
         previous = self.manifest(layer, run_id) if keep_other_tables else None
-        tables: dict[str, list[str]] = dict(previous.tables) if previous else {}
-        for table, entries in files.items():
-            tables[table] = []
-            for name, local in entries:
-                relative = posixpath.join(layer, table, f"run_id={run_id}", f"{version}-{name}.parquet")
-                self.fs.makedirs(posixpath.dirname(self._path(relative)), exist_ok=True)
-                self.fs.put_file(str(local), self._path(relative))
-                tables[table].append(relative)
-        manifest = Manifest(run_id, layer, version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), tables)
-        self._commit(manifest)
+        merged = {**(previous.tables if previous else {}), **tables}
+        manifest = Manifest(run_id, layer, version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), merged)
+        self._write_manifest(manifest)
         self._collect_garbage(manifest)
         return manifest
 
-    def _commit(self, manifest: Manifest) -> None:
+    def _write_manifest(self, manifest: Manifest) -> None:
         target = self._manifest_path(manifest.layer, manifest.run_id)
         body = orjson.dumps(manifest.__dict__, option=orjson.OPT_INDENT_2)
         self.fs.makedirs(posixpath.dirname(target), exist_ok=True)

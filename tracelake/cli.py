@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--lake", required=True, help="local folder or fsspec URL of the lake")
     ingest.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec option for s3:// and other URLs (repeatable)")
-    ingest.add_argument("--parallelism", type=int, default=0, help="traces parsed at once (default: cores)")
+    ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse gets cores/N DuckDB threads "
+                        "(default 1: in-process, one trace after another with every core)")
 
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
     sql.add_argument("query")
