@@ -26,7 +26,7 @@ from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
-from pipelines.schema import EVENT_COLUMNS, EVENT_TIME_TYPE, KEY_RENAMES, ROUTE
+from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
 from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,10 @@ _STAGE_QUERIES: dict[str, str] = {
 }
 _EXTENT = """
     select
-        min(ts) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
-        max(ts + dur) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
-        min(ts) filter (where ph in ('X', 'i', 'I')),
-        max(ts + coalesce(dur, 0)) filter (where ph in ('X', 'i', 'I'))
+        min(ts_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
+        max(ts_ns + dur_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
+        min(ts_ns) filter (where ph in ('X', 'i', 'I')),
+        max(ts_ns + coalesce(dur_ns, 0)) filter (where ph in ('X', 'i', 'I'))
     from chunk
 """
 
@@ -219,8 +219,9 @@ class _EventLoader:
         cur.execute(
             f"""
             create or replace temp table chunk as
-            select {ROUTE} as route, * replace (cast(ts as {EVENT_TIME_TYPE}) as ts, cast(dur as {EVENT_TIME_TYPE}) as dur)
-            from read_json($file, format = 'array', columns = $columns, maximum_object_size = {_MAX_EVENT_BYTES})
+            select {ROUTE} as route, * exclude (lcat, ts, dur), {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
+            from (select lower(cat) as lcat, *
+                  from read_json($file, format = 'array', columns = $columns, maximum_object_size = {_MAX_EVENT_BYTES}))
             """,
             {"file": str(path), "columns": EVENT_COLUMNS},
         )
@@ -231,7 +232,7 @@ class _EventLoader:
             lows = [e[lo_at] for e in self._extent if e[lo_at] is not None]
             highs = [e[hi_at] for e in self._extent if e[hi_at] is not None]
             if lows:
-                return base_ns + int(min(lows) * 1000), base_ns + int(max(highs) * 1000)
+                return base_ns + min(lows), base_ns + max(highs)
         return None, None
 
     def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:

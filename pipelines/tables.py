@@ -1,7 +1,7 @@
 """The raw tables: which events each holds and how its typed columns come out of ``args``.
 
 Each entry is the column list of one ``select ... from chunk where route = <table>``; the
-``chunk`` table, its ``route`` column and ``args`` (a struct of just the keys the table uses, see
+``chunk`` table, its ``route``, ``ts_ns`` and ``dur_ns`` (exact integer ns) columns and ``args`` (a struct of just the keys the table uses, see
 ``ARGS_USED``) are built by :mod:`pipelines.parse`. Times come out in nanoseconds relative to the
 trace's base time, which is only known once the whole file is read: the columns named in
 ``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy absolute-µs traces) added when the tables are
@@ -14,18 +14,15 @@ import re
 
 from pipelines.schema import ARG_TYPES
 
-TS_NS = "cast(ts * 1000 as bigint)"
-DUR_NS = "cast(dur * 1000 as bigint)"
-
 _SLICE = f"""
     event_idx,
     pid,
     tid,
     name,
     cat,
-    {TS_NS} as ts_ns,
-    {DUR_NS} as dur_ns,
-    {TS_NS} + {DUR_NS} as end_ns"""
+    ts_ns,
+    dur_ns,
+    ts_ns + dur_ns as end_ns"""
 
 _DEVICE_ACTIVITY = """
     args.device as device,
@@ -124,7 +121,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     event_idx,
     pid,
     tid,
-    {TS_NS} as ts_ns,
+    ts_ns,
     args.Bytes as bytes,
     args."Total Allocated" as total_allocated_bytes,
     args."Total Reserved" as total_reserved_bytes,
@@ -138,7 +135,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     tid,
     name,
     s as scope,
-    {TS_NS} as ts_ns""",
+    ts_ns""",
     "flows": f"""
     event_idx,
     ph,
@@ -147,7 +144,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     id as flow_id,
     pid,
     tid,
-    {TS_NS} as ts_ns,
+    ts_ns,
     bp as binding""",
     "track_names": """
     event_idx,
@@ -164,8 +161,8 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     name,
     pid,
     tid,
-    {TS_NS} as ts_ns,
-    {DUR_NS} as dur_ns""",
+    ts_ns,
+    dur_ns""",
 }
 
 # Derived from the events rather than routed: one row per ProfilerStep#N range.
@@ -174,9 +171,9 @@ STEPS_COLUMNS = f"""
     event_idx,
     pid,
     tid,
-    {TS_NS} as ts_ns,
-    {DUR_NS} as dur_ns,
-    {TS_NS} + {DUR_NS} as end_ns"""
+    ts_ns,
+    dur_ns,
+    ts_ns + dur_ns as end_ns"""
 STEPS_FILTER = (
     "ph = 'X' and lower(cat) in ('user_annotation', 'cpu_op', 'operator') "
     "and regexp_matches(name, '^ProfilerStep#\\d+')"
