@@ -236,11 +236,19 @@ class _EventLoader:
         return None, None
 
     def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:
-        """Join each table's parts into its Parquet file, with identity in front and absolute times."""
+        """Join each table's parts into its Parquet file, with identity in front and absolute times.
+
+        Tables are written ``workers`` at a time: a small table's statement is mostly fixed cost
+        on one thread, which the other table's work fills in."""
         params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
-        for table in _STAGE_QUERIES:
-            parts = self._parts / table / "*.parquet"
-            columns = [row[0] for row in self._con.execute(f"describe select * from {_quoted(parts)}").fetchall()]
+        with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
+            written = pool.map(lambda table: self._write_table(table, outdir / f"{table}.parquet", params), _STAGE_QUERIES)
+            parsed.table_files.update(zip(_STAGE_QUERIES, written))
+
+    def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> Path:
+        parts = self._parts / table / "*.parquet"
+        with self._con.cursor() as cur:
+            columns = [row[0] for row in cur.execute(f"describe select * from {_quoted(parts)}").fetchall()]
             shifted = ", ".join(f"{c} + $base_ns::bigint as {c}" for c in ABSOLUTE_TIME_COLUMNS if c in columns)
             select = (
                 f"select $trace_id::varchar as trace_id, $rank::bigint as rank, *"
@@ -248,10 +256,9 @@ class _EventLoader:
             )
             if table == "steps":
                 select += " order by ts_ns, event_idx"
-            path = outdir / f"{table}.parquet"
             used = {name: value for name, value in params.items() if f"${name}" in select}
-            self._con.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
-            parsed.table_files[table] = path
+            cur.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
+        return path
 
     def _issue(self, severity: str, code: str, message: str) -> QualityIssue:
         return QualityIssue(self._trace.run_id, self._trace.trace_id, severity, code, message)
