@@ -98,6 +98,11 @@ _STAGE_QUERIES: dict[str, str] = {
     },
     "steps": f"select {STEPS_COLUMNS} from {_table_source('steps', STEPS_FILTER)}",
 }
+# Per table: the routes its rows come from.
+_SOURCE_ROUTES: dict[str, tuple[str, ...]] = {
+    **{table: (table,) for table in RAW_TABLE_COLUMNS},
+    "steps": ("cpu_ops", "annotations"),  # STEPS_FILTER's categories
+}
 _EXTENT = """
     select
         min(ts_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
@@ -177,10 +182,15 @@ class _EventLoader:
         try:
             with self._con.cursor() as cur:
                 self._decode(cur, path, result)
-                result.count = cur.execute("select count(*) from chunk").fetchone()[0]
+                routed = dict(cur.execute("select route, count(*) from chunk group by route").fetchall())
+                result.count = sum(routed.values())
                 first = offset.result()
                 next_offset.set_result(first + result.count)
                 for table, query in _STAGE_QUERIES.items():
+                    # An empty part costs a statement (~4 ms); the first chunk writes every table
+                    # all the same, so that each has its columns.
+                    if index and not any(routed.get(route) for route in _SOURCE_ROUTES[table]):
+                        continue
                     part = self._parts / table / f"{index:06d}.parquet"
                     cur.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression lz4_raw)",
                                 {"offset": first})
