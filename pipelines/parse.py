@@ -39,7 +39,7 @@ _MAX_EVENT_BYTES = 16 << 20
 class ParseSettings:
     """Resource bounds for parsing one trace."""
 
-    chunk_bytes: int = 32 << 20  # a batch holds ``threads`` chunks
+    chunk_bytes: int = 32 << 20  # ``threads`` chunks are decoded at once
     memory_limit: str = "512MB"  # DuckDB's buffer pool; it spills to ``workdir`` beyond this
     threads: int = 2
 
@@ -176,7 +176,9 @@ class _EventLoader:
         self._extent.append(result.extent)
         self.issues += result.issues
 
-    def _load_chunk(self, index: int, path: Path, offset: Future[int], next_offset: Future[int]) -> _ChunkResult:
+    def _load_chunk(
+        self, index: int, path: Path, offset: Future[int], next_offset: Future[int]
+    ) -> _ChunkResult:
         """Decode one chunk file and write its rows to each table's part ``index``."""
         result = _ChunkResult()
         try:
@@ -220,7 +222,9 @@ class _EventLoader:
             result.issues.append(self._issue("error", "invalid_utf8",
                                              f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD"))
             return
-        result.issues.append(self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}"))
+        result.issues.append(
+            self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
+        )
         path.write_bytes(b"[]")
         self._read_json(cur, path)
 
@@ -229,9 +233,11 @@ class _EventLoader:
         cur.execute(
             f"""
             create or replace temp table chunk as
-            select {ROUTE} as route, * exclude (lcat, ts, dur), {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
+            select {ROUTE} as route, * exclude (lcat, ts, dur),
+                   {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
             from (select lower(cat) as lcat, *
-                  from read_json($file, format = 'array', columns = $columns, maximum_object_size = {_MAX_EVENT_BYTES}))
+                  from read_json($file, format = 'array', columns = $columns,
+                                 maximum_object_size = {_MAX_EVENT_BYTES}))
             """,
             {"file": str(path), "columns": EVENT_COLUMNS},
         )
@@ -252,10 +258,11 @@ class _EventLoader:
         on one thread, which the other table's work fills in."""
         params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
-            written = pool.map(lambda table: self._write_table(table, outdir / f"{table}.parquet", params), _STAGE_QUERIES)
-            parsed.table_files.update(zip(_STAGE_QUERIES, written))
+            paths = [outdir / f"{table}.parquet" for table in _STAGE_QUERIES]
+            list(pool.map(self._write_table, _STAGE_QUERIES, paths, [params] * len(paths)))
+        parsed.table_files.update(zip(_STAGE_QUERIES, paths))
 
-    def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> Path:
+    def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> None:
         parts = self._parts / table / "*.parquet"
         with self._con.cursor() as cur:
             columns = [row[0] for row in cur.execute(f"describe select * from {_quoted(parts)}").fetchall()]
@@ -268,7 +275,6 @@ class _EventLoader:
                 select += " order by ts_ns, event_idx"
             used = {name: value for name, value in params.items() if f"${name}" in select}
             cur.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
-        return path
 
     def _issue(self, severity: str, code: str, message: str) -> QualityIssue:
         return QualityIssue(self._trace.run_id, self._trace.trace_id, severity, code, message)

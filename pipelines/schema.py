@@ -123,7 +123,8 @@ def time_ns(column: str) -> str:
     (``1e3e3`` does not cast) take the general cast.
     """
     return (
-        f"coalesce(case when length({column}) <= 18 then try_cast({column} || 'e3' as DECIMAL(18,0))::bigint end,"
+        f"coalesce(case when length({column}) <= 18"
+        f" then try_cast({column} || 'e3' as DECIMAL(18,0))::bigint end,"
         f" cast(cast({column} as DECIMAL(22,3)) * 1000 as bigint))"
     )
 
@@ -137,7 +138,8 @@ case
         when lcat in ('gpu_memcpy', 'memcpy') then 'gpu_memcpy'
         when lcat in ('gpu_memset', 'memset') then 'gpu_memset'
         when lcat = 'cuda_sync' then 'gpu_syncs'
-        when lcat = 'runtime' or cat like '%\\_runtime' escape '\\' or cat like '%\\_driver' escape '\\' then 'runtime_calls'
+        when lcat = 'runtime' or cat like '%\\_runtime' escape '\\'
+             or cat like '%\\_driver' escape '\\' then 'runtime_calls'
         when lcat in ('cpu_op', 'operator') then 'cpu_ops'
         when lcat in ('user_annotation', 'gpu_user_annotation') then 'annotations'
         when lcat in ('python_function', 'python') then 'python_functions'

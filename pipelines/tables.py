@@ -1,11 +1,12 @@
 """The raw tables: which events each holds and how its typed columns come out of ``args``.
 
 Each entry is the column list of one ``select ... from chunk where route = <table>``; the
-``chunk`` table, its ``route``, ``ts_ns`` and ``dur_ns`` (exact integer ns) columns and ``args`` (a struct of just the keys the table uses, see
-``ARGS_USED``) are built by :mod:`pipelines.parse`. Times come out in nanoseconds relative to the
-trace's base time, which is only known once the whole file is read: the columns named in
-``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy absolute-µs traces) added when the tables are
-written. Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
+``chunk`` table, its ``route``, ``ts_ns`` and ``dur_ns`` (exact integer ns) columns and ``args``
+(a struct of just the keys the table uses, see ``ARGS_USED``) are built by :mod:`pipelines.parse`.
+Times come out in nanoseconds relative to the trace's base time, which is only known once the
+whole file is read: the columns named in ``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy
+absolute-µs traces) added when the tables are written. Every table also gets ``trace_id`` and
+``rank`` in front; ``run_id`` comes from the Hive path.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 
 from pipelines.schema import ARG_TYPES
 
-_SLICE = f"""
+_SLICE = """
     event_idx,
     pid,
     tid,
@@ -117,7 +118,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."Python module id" as python_module_id""",
     "profiler_spans": f"""{_SLICE},
     args."Op count" as op_count""",
-    "memory_events": f"""
+    "memory_events": """
     event_idx,
     pid,
     tid,
@@ -129,14 +130,14 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."Device Type" as device_type,
     args."Device Id" as device_id,
     args."Ev Idx" as ev_idx""",
-    "markers": f"""
+    "markers": """
     event_idx,
     pid,
     tid,
     name,
     s as scope,
     ts_ns""",
-    "flows": f"""
+    "flows": """
     event_idx,
     ph,
     cat,
@@ -154,7 +155,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args.name as value,
     args.labels as labels,
     args.sort_index as sort_index""",
-    "other_events": f"""
+    "other_events": """
     event_idx,
     ph,
     cat,
@@ -166,7 +167,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
 }
 
 # Derived from the events rather than routed: one row per ProfilerStep#N range.
-STEPS_COLUMNS = f"""
+STEPS_COLUMNS = """
     cast(regexp_extract(name, '^ProfilerStep#(\\d+)', 1) as bigint) as step,
     event_idx,
     pid,
