@@ -63,24 +63,27 @@ class GzipStream:
         self._finished = False
 
     def read(self, size: int) -> bytes:
-        if self._pending is not None:
-            error, self._pending = self._pending, None
-            raise error
-        out = bytearray()
-        while len(out) < size and not self._finished:
+        """Up to ``size`` inflated bytes, ``b""`` at the end. One inflate call's output is handed
+        out as it is (short reads are allowed): gathering blocks into ``size`` would copy each
+        byte twice more, which cost as much as the inflating."""
+        while True:
+            if self._pending is not None:
+                error, self._pending = self._pending, None
+                raise error
+            if self._finished:
+                return b""
+            out = b""
             feed = self._inflater.unconsumed_tail or self._raw.read(self._FEED)
             try:
                 if not feed:  # input exhausted: drain what the inflater still holds
-                    drained = self._inflater.decompress(b"", size - len(out))
-                    out += drained
-                    if drained:
-                        continue
-                    self._finished = True
-                    if self._in_member and not self._inflater.eof:
-                        self._pending = EOFError("gzip stream ends before its end-of-stream marker")
-                    break
-                out += self._inflater.decompress(feed, size - len(out))
-                self._in_member = True
+                    out = self._inflater.decompress(b"", size)
+                    if not out:
+                        self._finished = True
+                        if self._in_member and not self._inflater.eof:
+                            self._pending = EOFError("gzip stream ends before its end-of-stream marker")
+                else:
+                    out = self._inflater.decompress(feed, size)
+                    self._in_member = True
                 if self._inflater.eof:
                     rest = self._inflater.unused_data.lstrip(b"\x00")
                     self._inflater = isal_zlib.decompressobj(wbits=31)
@@ -89,11 +92,8 @@ class GzipStream:
                         out += self._inflater.decompress(rest, max(size - len(out), 1))
             except isal_zlib.error as exc:
                 self._pending, self._finished = exc, True
-                break
-        if not out and self._pending is not None:
-            error, self._pending = self._pending, None
-            raise error
-        return bytes(out)
+            if out:
+                return out
 
 
 def open_decompressed(raw: IO[bytes]) -> IO[bytes] | GzipStream:

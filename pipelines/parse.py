@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
-import threading
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,21 +26,20 @@ from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
-from pipelines.schema import EVENT_COLUMNS, EVENT_TIME_TYPE, KEY_RENAMES, ROUTE
+from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
 from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
 log = logging.getLogger(__name__)
 
 # The reader's buffer must hold the largest single event; it allocates about twice this per file.
 _MAX_EVENT_BYTES = 16 << 20
-_END = object()
 
 
 @dataclass(frozen=True)
 class ParseSettings:
     """Resource bounds for parsing one trace."""
 
-    chunk_bytes: int = 32 << 20  # a batch holds ``threads`` chunks
+    chunk_bytes: int = 32 << 20  # ``threads`` chunks are decoded at once
     memory_limit: str = "512MB"  # DuckDB's buffer pool; it spills to ``workdir`` beyond this
     threads: int = 2
 
@@ -66,40 +65,6 @@ def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnectio
     con = duckdb.connect(config={"threads": settings.threads, "memory_limit": settings.memory_limit})
     con.execute("set temp_directory = $dir", {"dir": str(workdir / "spill")})
     return con
-
-
-def _prefetched(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """``chunks``, produced one ahead in a thread: inflating and cutting the next chunk overlaps
-    DuckDB decoding this one (isal and DuckDB both release the GIL)."""
-    ready: queue.Queue[Any] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        ready.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-        except BaseException as exc:  # handed to the consumer, raised there
-            ready.put(exc)
-            return
-        ready.put(_END)
-
-    producer = threading.Thread(target=produce, name="trace-chunker", daemon=True)
-    producer.start()
-    try:
-        while (item := ready.get()) is not _END:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        producer.join()
 
 
 def _rename_colliding_keys(chunk: bytes) -> bytes:
@@ -133,96 +98,149 @@ _STAGE_QUERIES: dict[str, str] = {
     },
     "steps": f"select {STEPS_COLUMNS} from {_table_source('steps', STEPS_FILTER)}",
 }
+# Per table: the routes its rows come from.
+_SOURCE_ROUTES: dict[str, tuple[str, ...]] = {
+    **{table: (table,) for table in RAW_TABLE_COLUMNS},
+    "steps": ("cpu_ops", "annotations"),  # STEPS_FILTER's categories
+}
 _EXTENT = """
     select
-        min(ts) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
-        max(ts + dur) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
-        min(ts) filter (where ph in ('X', 'i', 'I')),
-        max(ts + coalesce(dur, 0)) filter (where ph in ('X', 'i', 'I'))
+        min(ts_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
+        max(ts_ns + dur_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
+        min(ts_ns) filter (where ph in ('X', 'i', 'I')),
+        max(ts_ns + coalesce(dur_ns, 0)) filter (where ph in ('X', 'i', 'I'))
     from chunk
 """
 
 
-class _EventLoader:
-    """Decodes chunks of events a batch at a time and appends each table's rows to Parquet parts.
+@dataclass
+class _ChunkResult:
+    count: int = 0
+    extent: tuple[Any, Any, Any, Any] = (None, None, None, None)
+    issues: list[QualityIssue] = field(default_factory=list)
 
-    A batch is one chunk per DuckDB thread, decoded by one ``read_json`` over all of its files
-    (the reader decodes files in parallel), into a ``chunk`` table whose ``rowid`` numbers the
-    events in trace order. Each table's rows are then written to a Parquet part of their own, so
-    memory holds one batch whatever the trace's size; :meth:`write_tables` joins the parts.
+
+class _EventLoader:
+    """Decodes chunks of events, several at once, and appends each table's rows to Parquet parts.
+
+    Each chunk is a task of its own on one of ``workers`` threads, each with its own DuckDB
+    cursor: one chunk's rows are split into tables while the next is decoded and the one after is
+    cut, so both cores stay busy (DuckDB and isal release the GIL). A chunk's ``read_json`` fills
+    a ``chunk`` table whose ``rowid`` numbers its events in trace order; the chunk's first
+    ``event_idx`` is the event count of the chunks before it, handed down from task to task as
+    soon as each has counted. Memory holds ``workers`` chunks whatever the trace's size;
+    :meth:`write_tables` joins the parts.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path, trace: TraceFile, batch_size: int) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path, trace: TraceFile, workers: int) -> None:
         self._con = con
         self._workdir = workdir
         self._parts = workdir / "parts"
         self._trace = trace
-        self._batch_size = batch_size
-        self._pending: list[Path] = []
-        self._batches = 0
+        self._workers = workers
         self._extent: list[tuple[Any, Any, Any, Any]] = []
         self.count = 0
         self.issues: list[QualityIssue] = []
         for table in _STAGE_QUERIES:
             (self._parts / table).mkdir(parents=True, exist_ok=True)
 
-    def add(self, chunk: bytes) -> None:
-        path = self._workdir / f"chunk-{len(self._pending)}.json"
-        path.write_bytes(_rename_colliding_keys(chunk))
-        self._pending.append(path)
-        if len(self._pending) == self._batch_size:
-            self._load_pending()
+    def load(self, chunks: Iterable[bytes]) -> None:
+        """Load every chunk; with no events at all, an empty one so every table gets its columns."""
+        offset: Future[int] = Future()
+        offset.set_result(0)
+        running: deque[Future[_ChunkResult]] = deque()
+        with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-chunk") as pool:
+            try:
+                index = -1
+                for index, chunk in enumerate(chunks):
+                    path = self._workdir / f"chunk-{index:06d}.json"
+                    path.write_bytes(_rename_colliding_keys(chunk))  # the bytes are freed before decoding
+                    del chunk
+                    if len(running) == self._workers:
+                        self._collect(running.popleft().result())
+                    next_offset: Future[int] = Future()
+                    running.append(pool.submit(self._load_chunk, index, path, offset, next_offset))
+                    offset = next_offset
+                if index < 0:
+                    path = self._workdir / "chunk-empty.json"
+                    path.write_bytes(b"[]")
+                    running.append(pool.submit(self._load_chunk, 0, path, offset, Future()))
+                while running:
+                    self._collect(running.popleft().result())
+            finally:
+                for task in running:
+                    task.cancel()
 
-    def finish(self) -> None:
-        """Load what is pending; with no events at all, load an empty batch so every table gets its columns."""
-        if not self._pending and self._batches == 0:
-            self.add(b"[]")
-        if self._pending:
-            self._load_pending()
+    def _collect(self, result: _ChunkResult) -> None:
+        self.count += result.count
+        self._extent.append(result.extent)
+        self.issues += result.issues
 
-    def _load_pending(self) -> None:
-        files, self._pending = self._pending, []
+    def _load_chunk(
+        self, index: int, path: Path, offset: Future[int], next_offset: Future[int]
+    ) -> _ChunkResult:
+        """Decode one chunk file and write its rows to each table's part ``index``."""
+        result = _ChunkResult()
         try:
-            self._load(files)
-        except duckdb.Error:
-            for path in files:  # find the bad chunk(s); load the others
-                self._load_one_repaired(path)
-        for path in files:
-            path.unlink()
+            with self._con.cursor() as cur:
+                self._decode(cur, path, result)
+                routed = dict(cur.execute("select route, count(*) from chunk group by route").fetchall())
+                result.count = sum(routed.values())
+                first = offset.result()
+                next_offset.set_result(first + result.count)
+                for table, query in _STAGE_QUERIES.items():
+                    # An empty part costs a statement (~4 ms); the first chunk writes every table
+                    # all the same, so that each has its columns.
+                    if index and not any(routed.get(route) for route in _SOURCE_ROUTES[table]):
+                        continue
+                    part = self._parts / table / f"{index:06d}.parquet"
+                    cur.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression lz4_raw)",
+                                {"offset": first})
+                result.extent = cur.execute(_EXTENT).fetchone()
+        except BaseException as exc:
+            if not next_offset.done():  # the next chunk waits on this one's count: let it fail too
+                next_offset.set_exception(exc)
+            raise
+        finally:
+            path.unlink(missing_ok=True)
+        return result
 
-    def _load_one_repaired(self, path: Path) -> None:
+    def _decode(self, cur: duckdb.DuckDBPyConnection, path: Path, result: _ChunkResult) -> None:
+        """Decode ``path`` into ``chunk``; repair invalid UTF-8, and record a chunk that cannot be decoded."""
         try:
-            self._load([path])
+            self._read_json(cur, path)
             return
         except duckdb.Error as exc:
             error = exc
-        chunk = path.read_bytes()
+        data = path.read_bytes()
         try:
-            chunk.decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError:
-            repaired, replaced = sanitize_utf8(chunk)
+            repaired, replaced = sanitize_utf8(data)
             path.write_bytes(repaired)
-            self._load([path])
-            self._issue("error", "invalid_utf8", f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD")
+            self._read_json(cur, path)
+            result.issues.append(self._issue("error", "invalid_utf8",
+                                             f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD"))
             return
-        self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
+        result.issues.append(
+            self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
+        )
+        path.write_bytes(b"[]")
+        self._read_json(cur, path)
 
-    def _load(self, files: list[Path]) -> None:
-        self._con.execute(
+    @staticmethod
+    def _read_json(cur: duckdb.DuckDBPyConnection, path: Path) -> None:
+        cur.execute(
             f"""
             create or replace temp table chunk as
-            select {ROUTE} as route, * replace (cast(ts as {EVENT_TIME_TYPE}) as ts, cast(dur as {EVENT_TIME_TYPE}) as dur)
-            from read_json($files, format = 'array', columns = $columns, maximum_object_size = {_MAX_EVENT_BYTES})
+            select {ROUTE} as route, * exclude (lcat, ts, dur),
+                   {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
+            from (select lower(cat) as lcat, *
+                  from read_json($file, format = 'array', columns = $columns,
+                                 maximum_object_size = {_MAX_EVENT_BYTES}))
             """,
-            {"files": [str(f) for f in files], "columns": EVENT_COLUMNS},
+            {"file": str(path), "columns": EVENT_COLUMNS},
         )
-        for table, query in _STAGE_QUERIES.items():
-            part = self._parts / table / f"{self._batches:06d}.parquet"
-            self._con.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression lz4_raw)",
-                              {"offset": self.count})
-        self._extent.append(self._con.execute(_EXTENT).fetchone())
-        self.count += self._con.execute("select count(*) from chunk").fetchone()[0]
-        self._batches += 1
 
     def window(self, base_ns: int) -> tuple[int | None, int | None]:
         """The profiling window: the ``PyTorch Profiler`` span if written, else the events' extent."""
@@ -230,15 +248,24 @@ class _EventLoader:
             lows = [e[lo_at] for e in self._extent if e[lo_at] is not None]
             highs = [e[hi_at] for e in self._extent if e[hi_at] is not None]
             if lows:
-                return base_ns + int(min(lows) * 1000), base_ns + int(max(highs) * 1000)
+                return base_ns + min(lows), base_ns + max(highs)
         return None, None
 
     def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:
-        """Join each table's parts into its Parquet file, with identity in front and absolute times."""
+        """Join each table's parts into its Parquet file, with identity in front and absolute times.
+
+        Tables are written ``workers`` at a time: a small table's statement is mostly fixed cost
+        on one thread, which the other table's work fills in."""
         params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
-        for table in _STAGE_QUERIES:
-            parts = self._parts / table / "*.parquet"
-            columns = [row[0] for row in self._con.execute(f"describe select * from {_quoted(parts)}").fetchall()]
+        with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
+            paths = [outdir / f"{table}.parquet" for table in _STAGE_QUERIES]
+            list(pool.map(self._write_table, _STAGE_QUERIES, paths, [params] * len(paths)))
+        parsed.table_files.update(zip(_STAGE_QUERIES, paths))
+
+    def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> None:
+        parts = self._parts / table / "*.parquet"
+        with self._con.cursor() as cur:
+            columns = [row[0] for row in cur.execute(f"describe select * from {_quoted(parts)}").fetchall()]
             shifted = ", ".join(f"{c} + $base_ns::bigint as {c}" for c in ABSOLUTE_TIME_COLUMNS if c in columns)
             select = (
                 f"select $trace_id::varchar as trace_id, $rank::bigint as rank, *"
@@ -246,13 +273,11 @@ class _EventLoader:
             )
             if table == "steps":
                 select += " order by ts_ns, event_idx"
-            path = outdir / f"{table}.parquet"
             used = {name: value for name, value in params.items() if f"${name}" in select}
-            self._con.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
-            parsed.table_files[table] = path
+            cur.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
 
-    def _issue(self, severity: str, code: str, message: str) -> None:
-        self.issues.append(QualityIssue(self._trace.run_id, self._trace.trace_id, severity, code, message))
+    def _issue(self, severity: str, code: str, message: str) -> QualityIssue:
+        return QualityIssue(self._trace.run_id, self._trace.trace_id, severity, code, message)
 
 
 def _write_metadata_tables(metadata: dict[str, Any], parsed: ParsedTrace, outdir: Path) -> None:
@@ -277,13 +302,11 @@ def parse_trace(
     """
     workdir.mkdir(parents=True, exist_ok=True)
     con = _connect(workdir, settings)
-    loader = _EventLoader(con, workdir, trace, batch_size=settings.threads)
+    loader = _EventLoader(con, workdir, trace, workers=settings.threads)
     try:
         with fs.open(path, "rb") as raw:
             chunker = EventChunker(open_decompressed(raw), chunk_bytes=settings.chunk_bytes)
-            for chunk in _prefetched(chunker):
-                loader.add(chunk)
-            loader.finish()
+            loader.load(chunker)
         envelope = chunker.envelope
         metadata = envelope.metadata
         parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))

@@ -95,9 +95,7 @@ ARG_TYPES: dict[str, str] = {
 
 
 # Column types handed to DuckDB's read_json. ts/dur are read as their JSON text: the reader goes
-# through a double for numbers, which is 1 ns off for 16-digit timestamps; the text cast to
-# DECIMAL(22,3) (``EVENT_TIME_TYPE``) makes ``ts * 1000`` exact integer nanoseconds.
-EVENT_TIME_TYPE = "DECIMAL(22,3)"
+# through a double for numbers, which is 1 ns off for 16-digit timestamps.
 EVENT_COLUMNS: dict[str, str] = {
     "ph": "VARCHAR",
     "cat": "VARCHAR",
@@ -112,19 +110,42 @@ EVENT_COLUMNS: dict[str, str] = {
     "args": "JSON",
 }
 
+
+
+def time_ns(column: str) -> str:
+    """Exact integer nanoseconds from the µs text ``column``, rounded to whole ns as a decimal cast does.
+
+    The general cast, to DECIMAL(22,3) (an int128) then ``* 1000``, costs ~250 ns a value in its
+    division back to an integer. Text of up to 18 characters with ``e3`` appended casts straight
+    to DECIMAL(18,0), an int64 with nothing to divide, 4x faster; DuckDB parses up to 18 digits
+    of such text exactly (a fuzz of 300k numbers agreed with the general cast up to 19
+    characters, and disagreed from 20). Longer text (legacy absolute-µs times) and exponent forms
+    (``1e3e3`` does not cast) take the general cast.
+    """
+    return (
+        f"coalesce(case when length({column}) <= 18"
+        f" then try_cast({column} || 'e3' as DECIMAL(18,0))::bigint end,"
+        f" cast(cast({column} as DECIMAL(22,3)) * 1000 as bigint))"
+    )
+
+
 # Which raw table an event lands in: evaluated once per event, so every event lands in exactly one.
+# ``lcat`` is ``lower(cat)``, computed once per event rather than once per branch.
 ROUTE = """
 case
-    when ph = 'X' and lower(cat) in ('kernel', 'mtia_ccp_events') then 'kernels'
-    when ph = 'X' and lower(cat) in ('gpu_memcpy', 'memcpy') then 'gpu_memcpy'
-    when ph = 'X' and lower(cat) in ('gpu_memset', 'memset') then 'gpu_memset'
-    when ph = 'X' and lower(cat) = 'cuda_sync' then 'gpu_syncs'
-    when ph = 'X' and (lower(cat) = 'runtime' or cat like '%\\_runtime' escape '\\'
-                       or cat like '%\\_driver' escape '\\') then 'runtime_calls'
-    when ph = 'X' and lower(cat) in ('cpu_op', 'operator') then 'cpu_ops'
-    when ph = 'X' and lower(cat) in ('user_annotation', 'gpu_user_annotation') then 'annotations'
-    when ph = 'X' and lower(cat) in ('python_function', 'python') then 'python_functions'
-    when ph = 'X' and cat in ('Trace', 'cuda_profiler_range') then 'profiler_spans'
+    when ph = 'X' then case
+        when lcat in ('kernel', 'mtia_ccp_events') then 'kernels'
+        when lcat in ('gpu_memcpy', 'memcpy') then 'gpu_memcpy'
+        when lcat in ('gpu_memset', 'memset') then 'gpu_memset'
+        when lcat = 'cuda_sync' then 'gpu_syncs'
+        when lcat = 'runtime' or cat like '%\\_runtime' escape '\\'
+             or cat like '%\\_driver' escape '\\' then 'runtime_calls'
+        when lcat in ('cpu_op', 'operator') then 'cpu_ops'
+        when lcat in ('user_annotation', 'gpu_user_annotation') then 'annotations'
+        when lcat in ('python_function', 'python') then 'python_functions'
+        when cat in ('Trace', 'cuda_profiler_range') then 'profiler_spans'
+        else 'other_events'
+    end
     when ph in ('i', 'I') and name = '[memory]' then 'memory_events'
     when ph in ('i', 'I') then 'markers'
     when ph in ('s', 't', 'f') then 'flows'

@@ -1,11 +1,12 @@
 """The raw tables: which events each holds and how its typed columns come out of ``args``.
 
 Each entry is the column list of one ``select ... from chunk where route = <table>``; the
-``chunk`` table, its ``route`` column and ``args`` (a struct of just the keys the table uses, see
-``ARGS_USED``) are built by :mod:`pipelines.parse`. Times come out in nanoseconds relative to the
-trace's base time, which is only known once the whole file is read: the columns named in
-``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy absolute-µs traces) added when the tables are
-written. Every table also gets ``trace_id`` and ``rank`` in front; ``run_id`` comes from the Hive path.
+``chunk`` table, its ``route``, ``ts_ns`` and ``dur_ns`` (exact integer ns) columns and ``args``
+(a struct of just the keys the table uses, see ``ARGS_USED``) are built by :mod:`pipelines.parse`.
+Times come out in nanoseconds relative to the trace's base time, which is only known once the
+whole file is read: the columns named in ``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy
+absolute-µs traces) added when the tables are written. Every table also gets ``trace_id`` and
+``rank`` in front; ``run_id`` comes from the Hive path.
 """
 
 from __future__ import annotations
@@ -14,18 +15,15 @@ import re
 
 from pipelines.schema import ARG_TYPES
 
-TS_NS = "cast(ts * 1000 as bigint)"
-DUR_NS = "cast(dur * 1000 as bigint)"
-
-_SLICE = f"""
+_SLICE = """
     event_idx,
     pid,
     tid,
     name,
     cat,
-    {TS_NS} as ts_ns,
-    {DUR_NS} as dur_ns,
-    {TS_NS} + {DUR_NS} as end_ns"""
+    ts_ns,
+    dur_ns,
+    ts_ns + dur_ns as end_ns"""
 
 _DEVICE_ACTIVITY = """
     args.device as device,
@@ -120,11 +118,11 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."Python module id" as python_module_id""",
     "profiler_spans": f"""{_SLICE},
     args."Op count" as op_count""",
-    "memory_events": f"""
+    "memory_events": """
     event_idx,
     pid,
     tid,
-    {TS_NS} as ts_ns,
+    ts_ns,
     args.Bytes as bytes,
     args."Total Allocated" as total_allocated_bytes,
     args."Total Reserved" as total_reserved_bytes,
@@ -132,14 +130,14 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."Device Type" as device_type,
     args."Device Id" as device_id,
     args."Ev Idx" as ev_idx""",
-    "markers": f"""
+    "markers": """
     event_idx,
     pid,
     tid,
     name,
     s as scope,
-    {TS_NS} as ts_ns""",
-    "flows": f"""
+    ts_ns""",
+    "flows": """
     event_idx,
     ph,
     cat,
@@ -147,7 +145,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     id as flow_id,
     pid,
     tid,
-    {TS_NS} as ts_ns,
+    ts_ns,
     bp as binding""",
     "track_names": """
     event_idx,
@@ -157,26 +155,26 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args.name as value,
     args.labels as labels,
     args.sort_index as sort_index""",
-    "other_events": f"""
+    "other_events": """
     event_idx,
     ph,
     cat,
     name,
     pid,
     tid,
-    {TS_NS} as ts_ns,
-    {DUR_NS} as dur_ns""",
+    ts_ns,
+    dur_ns""",
 }
 
 # Derived from the events rather than routed: one row per ProfilerStep#N range.
-STEPS_COLUMNS = f"""
+STEPS_COLUMNS = """
     cast(regexp_extract(name, '^ProfilerStep#(\\d+)', 1) as bigint) as step,
     event_idx,
     pid,
     tid,
-    {TS_NS} as ts_ns,
-    {DUR_NS} as dur_ns,
-    {TS_NS} + {DUR_NS} as end_ns"""
+    ts_ns,
+    dur_ns,
+    ts_ns + dur_ns as end_ns"""
 STEPS_FILTER = (
     "ph = 'X' and lower(cat) in ('user_annotation', 'cpu_op', 'operator') "
     "and regexp_matches(name, '^ProfilerStep#\\d+')"
