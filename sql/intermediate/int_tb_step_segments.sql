@@ -24,18 +24,10 @@ boundaries as (
     select run_id, trace_id, end_ns, -1, 0 from step_ranges
 ),
 
+-- The seven per-role deltas travel packed in one HUGEINT, 18 bits per role (a trace never has 2^18 ranges of one
+-- role open at once), so one running sum replaces seven: the sum of packed deltas is the packed open counts.
 points as (
-    select
-        run_id,
-        trace_id,
-        t,
-        coalesce(sum(delta) filter (where role = 0), 0) as d_kernel,
-        coalesce(sum(delta) filter (where role = 1), 0) as d_memcpy,
-        coalesce(sum(delta) filter (where role = 2), 0) as d_memset,
-        coalesce(sum(delta) filter (where role = 3), 0) as d_comm,
-        coalesce(sum(delta) filter (where role = 4), 0) as d_runtime,
-        coalesce(sum(delta) filter (where role = 5), 0) as d_dataloader,
-        coalesce(sum(delta) filter (where role = 6), 0) as d_cpu
+    select run_id, trace_id, t, sum(delta * (1::hugeint << (18 * greatest(role, 0)))) as d_packed
     from boundaries
     group by run_id, trace_id, t
 ),
@@ -45,18 +37,23 @@ segments as (
         run_id,
         trace_id,
         t as seg_start_ns,
-        lead(t) over by_time as seg_end_ns,
-        sum(d_kernel) over running > 0 as kernel_active,
-        sum(d_memcpy) over running > 0 as memcpy_active,
-        sum(d_memset) over running > 0 as memset_active,
-        sum(d_comm) over running > 0 as comm_active,
-        sum(d_runtime) over running > 0 as runtime_active,
-        sum(d_dataloader) over running > 0 as dataloader_active,
-        sum(d_cpu) over running > 0 as cpu_active
+        lead(t) over running as seg_end_ns,
+        sum(d_packed) over running as open_packed
     from points
-    window
-        by_time as (partition by run_id, trace_id order by t),
-        running as (partition by run_id, trace_id order by t rows unbounded preceding)
+    window running as (partition by run_id, trace_id order by t rows unbounded preceding)
+),
+
+flags as (
+    select
+        run_id, trace_id, seg_start_ns, seg_end_ns,
+        ((open_packed >> 0) & 262143) > 0 as kernel_active,
+        ((open_packed >> 18) & 262143) > 0 as memcpy_active,
+        ((open_packed >> 36) & 262143) > 0 as memset_active,
+        ((open_packed >> 54) & 262143) > 0 as comm_active,
+        ((open_packed >> 72) & 262143) > 0 as runtime_active,
+        ((open_packed >> 90) & 262143) > 0 as dataloader_active,
+        ((open_packed >> 108) & 262143) > 0 as cpu_active
+    from segments
 )
 
 select
@@ -80,7 +77,7 @@ select
     segments.kernel_active,
     segments.comm_active,
     segments.cpu_active
-from segments
+from flags as segments
 asof join step_ranges
     on segments.run_id = step_ranges.run_id
     and segments.trace_id = step_ranges.trace_id
