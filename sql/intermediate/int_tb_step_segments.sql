@@ -14,20 +14,25 @@ step_ranges as materialized (
     select * from int_steps
 ),
 
+-- A step start carries its own time: the running max of it is the start of the step holding the segment (steps
+-- are disjoint), which finds the step by an equi-join instead of an ASOF join that would sort every segment again.
 boundaries as (
-    select run_id, trace_id, start_ns as t, role, 1 as delta from roles
+    select run_id, trace_id, start_ns as t, role, 1 as delta, null::bigint as step_start_ns from roles
     union all
-    select run_id, trace_id, end_ns, role, -1 from roles
+    select run_id, trace_id, end_ns, role, -1, null from roles
     union all
-    select run_id, trace_id, start_ns, -1, 0 from step_ranges
+    select run_id, trace_id, start_ns, -1, 0, start_ns from step_ranges
     union all
-    select run_id, trace_id, end_ns, -1, 0 from step_ranges
+    select run_id, trace_id, end_ns, -1, 0, null from step_ranges
 ),
 
 -- The seven per-role deltas travel packed in one HUGEINT, 18 bits per role (a trace never has 2^18 ranges of one
 -- role open at once), so one running sum replaces seven: the sum of packed deltas is the packed open counts.
 points as (
-    select run_id, trace_id, t, sum(delta * (1::hugeint << (18 * greatest(role, 0)))) as d_packed
+    select
+        run_id, trace_id, t,
+        sum(delta * (1::hugeint << (18 * greatest(role, 0)))) as d_packed,
+        max(step_start_ns) as step_start_ns
     from boundaries
     group by run_id, trace_id, t
 ),
@@ -38,14 +43,15 @@ segments as (
         trace_id,
         t as seg_start_ns,
         lead(t) over running as seg_end_ns,
-        sum(d_packed) over running as open_packed
+        sum(d_packed) over running as open_packed,
+        max(step_start_ns) over running as step_start_ns
     from points
     window running as (partition by run_id, trace_id order by t rows unbounded preceding)
 ),
 
 flags as (
     select
-        run_id, trace_id, seg_start_ns, seg_end_ns,
+        run_id, trace_id, seg_start_ns, seg_end_ns, step_start_ns,
         ((open_packed >> 0) & 262143) > 0 as kernel_active,
         ((open_packed >> 18) & 262143) > 0 as memcpy_active,
         ((open_packed >> 36) & 262143) > 0 as memset_active,
@@ -78,8 +84,8 @@ select
     segments.comm_active,
     segments.cpu_active
 from flags as segments
-asof join step_ranges
+join step_ranges
     on segments.run_id = step_ranges.run_id
     and segments.trace_id = step_ranges.trace_id
-    and segments.seg_start_ns >= step_ranges.start_ns
+    and segments.step_start_ns = step_ranges.start_ns
 where segments.seg_end_ns <= step_ranges.end_ns
