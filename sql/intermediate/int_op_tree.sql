@@ -4,7 +4,7 @@
 -- tree 'tb_plugin': Operator ranges, ProfilerStep#N, nccl:/gloo: annotations and nn.Module python functions per tid,
 -- as torch-tb-profiler's op tree (event_parser.py, op_tree.py). O(n log n): one +1/-1 sweep gives the depth and
 -- last_pos (the last range starting before this one ends), which bounds the subtree, whose members are the
--- contiguous positions pos .. last_pos; an ASOF join finds the nearest open range one level up.
+-- contiguous positions pos .. last_pos; a running max per depth finds the parent, the nearest range one level up.
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children; torch-tb-profiler 0.4.3 op_tree.py
 with
 
@@ -91,20 +91,31 @@ with_depth as (
     join extents using (thread_no, pos)
 ),
 
-parents as (
-    select thread_no, depth, pos, event_idx
-    from with_depth
-    where dur_ns > 0
+-- The parent is the nearest range before this one (in pos) at depth - 1. Depth rises by at most one per position,
+-- so a node right after a range one level up is its first child (that range is the parent), and any later node at
+-- the same depth shares the parent of the last first child before it.
+first_children as (
+    select node.thread_no, node.pos, node.depth, if(previous.depth = node.depth - 1, previous.pos, null) as anchor_pos
+    from with_depth as node
+    left join with_depth as previous
+        on previous.thread_no = node.thread_no
+        and previous.pos = node.pos - 1
 ),
 
--- The parent: the nearest range before this one (in pos) that is open one level up.
+parent_positions as (
+    select
+        thread_no, pos,
+        max(anchor_pos) over (partition by thread_no, depth order by pos rows unbounded preceding) as parent_pos
+    from first_children
+),
+
 linked as (
     select node.*, parent.event_idx as parent_event_idx
     from with_depth as node
-    asof left join parents as parent
+    join parent_positions using (thread_no, pos)
+    left join with_depth as parent
         on parent.thread_no = node.thread_no
-        and parent.depth = node.depth - 1
-        and parent.pos < node.pos
+        and parent.pos = parent_positions.parent_pos
 ),
 
 child_counts as (
