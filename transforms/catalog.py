@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from pipelines.lake import LAYERS, Lake
 from pipelines.storage import is_local, storage_options_for
 from transforms.runner import connect
+
+if TYPE_CHECKING:  # polars is imported on use: `tracelake ingest` and `import tracelake` need not pay for it
+    import polars as pl
 
 CATALOG_NAME = "catalog.duckdb"
 
@@ -62,6 +64,8 @@ def open_lake_polars(url: str, options: dict[str, Any] | None = None) -> dict[st
         >>> tables = open_lake_polars("./lake")
         >>> tables["kernels"].group_by("run_id").agg(pl.col("dur_ns").sum()).collect()
     """
+    import polars as pl
+
     lake = Lake(url, options)
     scan_options = None if is_local(lake.fs) else _polars_storage_options(url, options)
     frames = {}

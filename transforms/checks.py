@@ -74,7 +74,9 @@ def run_checks(
     """Run every check of ``model`` against its temp table in ``con``."""
     results = []
     for name, (description, query) in check_queries(model, columns, sql_root).items():
-        rows = con.execute(f"select * from ({query}) limit 5").fetchall()
-        failures = con.execute(f"select count(*) from ({query})").fetchone()
-        results.append(CheckResult(model.name, name, description, failures[0] if failures else 0, rows))
+        counted = con.execute(f"select count(*) from ({query})").fetchone()
+        failures = counted[0] if counted else 0
+        # the sample is only fetched for a failing check (most pass), saving a second run of the query
+        rows = con.execute(f"select * from ({query}) limit 5").fetchall() if failures else []
+        results.append(CheckResult(model.name, name, description, failures, rows))
     return results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ def default_sql_root() -> Path:
     return Path(__file__).resolve().parent.parent / "sql"
 
 
+@functools.lru_cache(maxsize=256)  # sqlglot parsing dominates discovery, which runs at import and again per build
 def table_references(sql: str) -> frozenset[str]:
     """Names of the tables and views a SELECT reads, CTE names excluded."""
     tree = sqlglot.parse_one(sql, read="duckdb")

@@ -104,16 +104,18 @@ def build_marts(
                 if model.layer != "marts" or (select is not None and name not in select):
                     continue
                 local = Path(tmp) / f"{name}.parquet"
-                con.execute(f"copy (select * exclude (run_id) from {name}) to '{local}' (format parquet)").fetchall()
+                # COPY answers the number of rows it wrote: the mart's row count, without another scan
+                written = con.execute(
+                    f"copy (select * exclude (run_id) from {name}) to '{local}' (format parquet)"
+                ).fetchone()
                 files[name] = [("run", local)]
                 preview = con.execute(f"select * from {name} limit {PREVIEW_ROWS}")
                 columns = [d[0] for d in preview.description]
                 rows = preview.fetchall()
-                count = con.execute(f"select count(*) from {name}").fetchone()
                 results.append(
                     MartResult(
                         name=name,
-                        row_count=count[0] if count else 0,
+                        row_count=written[0] if written else 0,
                         url="",
                         columns=columns,
                         preview=rows,

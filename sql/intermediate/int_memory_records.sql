@@ -6,16 +6,22 @@
 -- source: torch-tb-profiler 0.4.3 memory_parser.py (MemoryParser.find_memory_nodes), node.py::is_operator_node
 with
 
-nodes as (
-    select * from int_op_tree where tree = 'tb_plugin'
-),
-
 records as (
     select
         run_id, trace_id, rank, pid, tid, event_idx, ts_ns, bytes, total_allocated_bytes, total_reserved_bytes,
         addr, device_type, device_id,
         case device_type when 0 then -1 when 1 then device_id end as device
     from memory_events
+),
+
+-- Only the threads that hold records need their nodes swept (most traces record memory on few threads, or none).
+nodes as (
+    select *
+    from int_op_tree
+    semi join (select distinct trace_id, tid from records) as record_threads
+        on record_threads.trace_id = int_op_tree.trace_id
+        and record_threads.tid = int_op_tree.thread_key
+    where tree = 'tb_plugin'
 ),
 
 -- Sweep per (trace, tid): at one instant, node ends come first, then node starts, then records, so a record at a

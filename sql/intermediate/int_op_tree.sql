@@ -2,9 +2,9 @@
 -- thread by time containment ([ts, end) nests in its parent; ties: earlier start, then longer, then trace order).
 -- tree 'torch': cpu_op and user_annotation ranges per (pid, tid), as torch's key_averages nests FunctionEvents.
 -- tree 'tb_plugin': Operator ranges, ProfilerStep#N, nccl:/gloo: annotations and nn.Module python functions per tid,
--- as torch-tb-profiler's op tree (event_parser.py, op_tree.py). O(n log n): a +1/-1 sweep gives the depth, an ASOF
--- join finds the nearest open range one level up, and last_pos (the last range starting before this one ends) bounds
--- the subtree, whose members are the contiguous positions pos .. last_pos.
+-- as torch-tb-profiler's op tree (event_parser.py, op_tree.py). O(n log n): one +1/-1 sweep gives the depth and
+-- last_pos (the last range starting before this one ends), which bounds the subtree, whose members are the
+-- contiguous positions pos .. last_pos; a running max per depth finds the parent, the nearest range one level up.
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children; torch-tb-profiler 0.4.3 op_tree.py
 with
 
@@ -37,78 +37,98 @@ tree_nodes as (
     where python_module_id is not null
 ),
 
-ordered as (
-    select
-        *,
-        row_number() over (
-            partition by tree, trace_id, thread_key order by ts_ns, end_ns desc, event_idx
-        ) as pos
-    from tree_nodes
+-- An integer per (tree, trace, thread): the sorts and joins below compare one BIGINT instead of three strings.
+threads as materialized (
+    select tree, trace_id, thread_key, row_number() over (order by tree, trace_id, thread_key) as thread_no
+    from (select distinct tree, trace_id, thread_key from tree_nodes)
 ),
 
--- Ends sort before starts at the same instant; zero-length ranges never enclose anything, so they add 0.
+-- The tree is built on narrow integer rows (sorts carry no strings); the other columns join back once at the end.
+nodes as (
+    select threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.end_ns, tree_nodes.dur_ns
+    from tree_nodes
+    join threads using (tree, trace_id, thread_key)
+),
+
+ordered as (
+    select *, row_number() over (partition by thread_no order by ts_ns, end_ns desc, event_idx) as pos
+    from nodes
+),
+
+-- One sweep over starts and ends (ends before starts at the same instant; zero-length ranges never enclose
+-- anything, so they add 0) gives at a start its depth, and at an end the number of ranges starting before it,
+-- which is the subtree's last position since pos orders by start.
 edges as (
-    select tree, trace_id, thread_key, ts_ns as t, 1 as edge_order, pos, if(dur_ns > 0, 1, 0) as delta
+    select thread_no, ts_ns as t, 1 as edge_order, pos, if(dur_ns > 0, 1, 0) as delta
     from ordered
     union all
-    select tree, trace_id, thread_key, end_ns as t, 0 as edge_order, pos, -1 as delta
+    select thread_no, end_ns as t, 0 as edge_order, pos, -1 as delta
     from ordered
     where dur_ns > 0
 ),
 
 sweep as (
     select
-        tree, trace_id, thread_key, pos, delta,
-        sum(delta) over (
-            partition by tree, trace_id, thread_key order by t, edge_order, pos rows unbounded preceding
-        ) - delta as depth
+        thread_no, pos, edge_order,
+        sum(delta) over running - delta as depth,
+        sum(edge_order) over running as starts_before
     from edges
-    qualify edge_order = 1
+    window running as (partition by thread_no order by t, edge_order, pos rows unbounded preceding)
+),
+
+extents as (
+    select
+        thread_no, pos,
+        max(depth) filter (where edge_order = 1) as depth,
+        max(starts_before) filter (where edge_order = 0) as starts_before
+    from sweep
+    group by thread_no, pos
 ),
 
 with_depth as (
-    select ordered.*, sweep.depth
+    select ordered.*, extents.depth, greatest(extents.starts_before, ordered.pos) as last_pos
     from ordered
-    join sweep using (tree, trace_id, thread_key, pos)
+    join extents using (thread_no, pos)
 ),
 
-parents as (
-    select tree, trace_id, thread_key, depth, pos, event_idx
-    from with_depth
-    where dur_ns > 0
+-- The parent is the nearest range before this one (in pos) at depth - 1. Depth rises by at most one per position,
+-- so a node right after a range one level up is its first child (that range is the parent), and any later node at
+-- the same depth shares the parent of the last first child before it.
+first_children as (
+    select node.thread_no, node.pos, node.depth, if(previous.depth = node.depth - 1, previous.pos, null) as anchor_pos
+    from with_depth as node
+    left join with_depth as previous
+        on previous.thread_no = node.thread_no
+        and previous.pos = node.pos - 1
 ),
 
--- For each start instant, the last position starting at it: ranges starting before an end form a prefix of pos.
-starts as (
-    select tree, trace_id, thread_key, ts_ns, max(pos) as last_pos
-    from ordered
-    group by all
+parent_positions as (
+    select
+        thread_no, pos,
+        max(anchor_pos) over (partition by thread_no, depth order by pos rows unbounded preceding) as parent_pos
+    from first_children
 ),
 
 linked as (
-    select
-        node.*,
-        parent.event_idx as parent_event_idx,
-        if(node.dur_ns > 0, greatest(starts.last_pos, node.pos), node.pos) as last_pos
+    select node.*, parent.event_idx as parent_event_idx
     from with_depth as node
-    asof left join parents as parent
-        on parent.tree = node.tree
-        and parent.trace_id = node.trace_id
-        and parent.thread_key = node.thread_key
-        and parent.depth = node.depth - 1
-        and parent.pos < node.pos
-    asof left join starts
-        on starts.tree = node.tree
-        and starts.trace_id = node.trace_id
-        and starts.thread_key = node.thread_key
-        and starts.ts_ns < node.end_ns
+    join parent_positions using (thread_no, pos)
+    left join with_depth as parent
+        on parent.thread_no = node.thread_no
+        and parent.pos = parent_positions.parent_pos
 ),
 
 child_counts as (
-    select tree, trace_id, thread_key, parent_event_idx as event_idx, count(*) as child_count
+    select thread_no, parent_event_idx as event_idx, count(*) as child_count
     from linked
     where parent_event_idx is not null
     group by all
+),
+
+full_nodes as (
+    select threads.thread_no, tree_nodes.*
+    from tree_nodes
+    join threads using (tree, trace_id, thread_key)
 )
 
 -- merged_into_parent: the only child of a same-name parent, which both anchors fold into that parent
@@ -128,10 +148,10 @@ select
     node.dur_ns,
     node.end_ns,
     node.external_id,
-    node.depth,
-    node.pos,
-    node.parent_event_idx,
-    node.last_pos,
+    tree.depth,
+    tree.pos,
+    tree.parent_event_idx,
+    tree.last_pos,
     coalesce(
         siblings.child_count = 1
         and parent.name = node.name
@@ -144,14 +164,13 @@ select
         ),
         false
     ) as merged_into_parent
-from linked as node
-left join linked as parent
-    on parent.tree = node.tree
-    and parent.trace_id = node.trace_id
-    and parent.thread_key = node.thread_key
-    and parent.event_idx = node.parent_event_idx
+from full_nodes as node
+join linked as tree
+    on tree.thread_no = node.thread_no
+    and tree.event_idx = node.event_idx
+left join full_nodes as parent
+    on parent.thread_no = node.thread_no
+    and parent.event_idx = tree.parent_event_idx
 left join child_counts as siblings
-    on siblings.tree = node.tree
-    and siblings.trace_id = node.trace_id
-    and siblings.thread_key = node.thread_key
-    and siblings.event_idx = node.parent_event_idx
+    on siblings.thread_no = node.thread_no
+    and siblings.event_idx = tree.parent_event_idx

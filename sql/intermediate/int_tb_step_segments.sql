@@ -14,28 +14,25 @@ step_ranges as materialized (
     select * from int_steps
 ),
 
+-- A step start carries its own time: the running max of it is the start of the step holding the segment (steps
+-- are disjoint), which finds the step by an equi-join instead of an ASOF join that would sort every segment again.
 boundaries as (
-    select run_id, trace_id, start_ns as t, role, 1 as delta from roles
+    select run_id, trace_id, start_ns as t, role, 1 as delta, null::bigint as step_start_ns from roles
     union all
-    select run_id, trace_id, end_ns, role, -1 from roles
+    select run_id, trace_id, end_ns, role, -1, null from roles
     union all
-    select run_id, trace_id, start_ns, -1, 0 from step_ranges
+    select run_id, trace_id, start_ns, -1, 0, start_ns from step_ranges
     union all
-    select run_id, trace_id, end_ns, -1, 0 from step_ranges
+    select run_id, trace_id, end_ns, -1, 0, null from step_ranges
 ),
 
+-- The seven per-role deltas travel packed in one HUGEINT, 18 bits per role (a trace never has 2^18 ranges of one
+-- role open at once), so one running sum replaces seven: the sum of packed deltas is the packed open counts.
 points as (
     select
-        run_id,
-        trace_id,
-        t,
-        coalesce(sum(delta) filter (where role = 0), 0) as d_kernel,
-        coalesce(sum(delta) filter (where role = 1), 0) as d_memcpy,
-        coalesce(sum(delta) filter (where role = 2), 0) as d_memset,
-        coalesce(sum(delta) filter (where role = 3), 0) as d_comm,
-        coalesce(sum(delta) filter (where role = 4), 0) as d_runtime,
-        coalesce(sum(delta) filter (where role = 5), 0) as d_dataloader,
-        coalesce(sum(delta) filter (where role = 6), 0) as d_cpu
+        run_id, trace_id, t,
+        sum(delta * (1::hugeint << (18 * greatest(role, 0)))) as d_packed,
+        max(step_start_ns) as step_start_ns
     from boundaries
     group by run_id, trace_id, t
 ),
@@ -45,18 +42,24 @@ segments as (
         run_id,
         trace_id,
         t as seg_start_ns,
-        lead(t) over by_time as seg_end_ns,
-        sum(d_kernel) over running > 0 as kernel_active,
-        sum(d_memcpy) over running > 0 as memcpy_active,
-        sum(d_memset) over running > 0 as memset_active,
-        sum(d_comm) over running > 0 as comm_active,
-        sum(d_runtime) over running > 0 as runtime_active,
-        sum(d_dataloader) over running > 0 as dataloader_active,
-        sum(d_cpu) over running > 0 as cpu_active
+        lead(t) over running as seg_end_ns,
+        sum(d_packed) over running as open_packed,
+        max(step_start_ns) over running as step_start_ns
     from points
-    window
-        by_time as (partition by run_id, trace_id order by t),
-        running as (partition by run_id, trace_id order by t rows unbounded preceding)
+    window running as (partition by run_id, trace_id order by t rows unbounded preceding)
+),
+
+flags as (
+    select
+        run_id, trace_id, seg_start_ns, seg_end_ns, step_start_ns,
+        ((open_packed >> 0) & 262143) > 0 as kernel_active,
+        ((open_packed >> 18) & 262143) > 0 as memcpy_active,
+        ((open_packed >> 36) & 262143) > 0 as memset_active,
+        ((open_packed >> 54) & 262143) > 0 as comm_active,
+        ((open_packed >> 72) & 262143) > 0 as runtime_active,
+        ((open_packed >> 90) & 262143) > 0 as dataloader_active,
+        ((open_packed >> 108) & 262143) > 0 as cpu_active
+    from segments
 )
 
 select
@@ -80,9 +83,9 @@ select
     segments.kernel_active,
     segments.comm_active,
     segments.cpu_active
-from segments
-asof join step_ranges
+from flags as segments
+join step_ranges
     on segments.run_id = step_ranges.run_id
     and segments.trace_id = step_ranges.trace_id
-    and segments.seg_start_ns >= step_ranges.start_ns
+    and segments.step_start_ns = step_ranges.start_ns
 where segments.seg_end_ns <= step_ranges.end_ns

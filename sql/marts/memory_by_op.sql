@@ -138,6 +138,10 @@ parent_visited as (
         nodes.dur_ns > 0
             and coalesce(at_end.records_through, 0) > coalesce(at_start.records_through, 0) as holds_record
     from nodes
+    -- on a thread without records no node holds one (the left join below leaves holds_record null there)
+    semi join (select distinct trace_id, tid from thread_records) as record_threads
+        on record_threads.trace_id = nodes.trace_id
+        and record_threads.tid = nodes.thread_key
     asof left join records_before as at_end
         on at_end.trace_id = nodes.trace_id
         and at_end.tid = nodes.thread_key
@@ -157,6 +161,10 @@ effective_parents as (
         child.merged_into_parent,
         if(parent.merged_into_parent, parent.parent_event_idx, child.parent_event_idx) as parent_event_idx
     from op_nodes as child
+    -- calls are only reported for the op names that have memory metrics
+    semi join metrics_by_name
+        on metrics_by_name.trace_id = child.trace_id
+        and metrics_by_name.op_name = child.name
     left join nodes as parent
         on parent.trace_id = child.trace_id
         and parent.thread_key = child.thread_key
