@@ -1,9 +1,9 @@
 """Parse one trace file into per-table Parquet files on local disk.
 
 The stream is cut into chunks of whole events (:mod:`pipelines.jsonstream`); DuckDB's JSON
-reader decodes each chunk into typed columns of one ``events`` table. DuckDB holds that table
-within ``memory_limit`` and spills the rest to ``workdir``, so memory stays flat as traces grow.
-The base time and rank are often written after the events, so the tables are written last.
+reader decodes each chunk into typed columns, and each table's rows of the chunk go to a Parquet
+part of their own, so memory holds a few chunks whatever the trace's size. The base time and rank
+are often written after the events, so each table's file is joined from its parts last.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ class ParsedTrace:
     distributed: dict[str, Any] = field(default_factory=dict)
     issues: list[QualityIssue] = field(default_factory=list)
     table_files: dict[str, Path] = field(default_factory=dict)
-
 
 
 def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnection:
@@ -277,7 +276,11 @@ class _EventLoader:
             cur.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
 
     def _issue(self, severity: str, code: str, message: str) -> QualityIssue:
-        return QualityIssue(self._trace.run_id, self._trace.trace_id, severity, code, message)
+        return _trace_issue(self._trace, severity, code, message)
+
+
+def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:
+    return QualityIssue(trace.run_id, trace.trace_id, severity, code, message, count)
 
 
 def _write_metadata_tables(metadata: dict[str, Any], parsed: ParsedTrace, outdir: Path) -> None:
@@ -311,26 +314,17 @@ def parse_trace(
         metadata = envelope.metadata
         parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
         parsed.event_count = loader.count
-        parsed.issues = [
-            QualityIssue(trace.run_id, trace.trace_id, p.severity, p.code, p.message) for p in envelope.problems
-        ]
+        parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message) for p in envelope.problems]
         parsed.issues += loader.issues
         if envelope.has_events_key and loader.count == 0 and not envelope.problems:
-            parsed.issues.append(QualityIssue(trace.run_id, trace.trace_id, "error", "no_events", "trace has no events"))
+            parsed.issues.append(_trace_issue(trace, "error", "no_events", "trace has no events"))
         if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
-            parsed.issues.append(
-                QualityIssue(
-                    trace.run_id, trace.trace_id, "warning", "salvaged_events",
-                    f"salvaged {loader.count} complete events from the damaged trace", loader.count,
-                )
-            )
+            message = f"salvaged {loader.count} complete events from the damaged trace"
+            parsed.issues.append(_trace_issue(trace, "warning", "salvaged_events", message, loader.count))
         if loader.count and parsed.rank.source != "distributedInfo":
-            parsed.issues.append(
-                QualityIssue(
-                    trace.run_id, trace.trace_id, "warning", "rank_not_in_trace",
-                    f"no distributedInfo.rank; rank {parsed.rank.rank} taken from the {parsed.rank.source.replace('_', ' ')}",
-                )
-            )
+            source = parsed.rank.source.replace("_", " ")
+            message = f"no distributedInfo.rank; rank {parsed.rank.rank} taken from the {source}"
+            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", message))
         parsed.schema_version = metadata.get("schemaVersion") if isinstance(metadata.get("schemaVersion"), int) else None
         base = metadata.get("baseTimeNanoseconds")
         parsed.base_time_ns = base if isinstance(base, int) else None
