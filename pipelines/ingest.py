@@ -18,41 +18,39 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import PARSER_VERSION
 from pipelines.identity import TraceFile, claim_rank
 from pipelines.lake import Lake, Manifest, new_version
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
-from pipelines.quality import QualityIssue, quality_table
+from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
+from pipelines.rows import write_rows
 from pipelines.sources import RunSource
 from pipelines.storage import filesystem
 
 log = logging.getLogger(__name__)
 
-TRACES_SCHEMA = pa.schema(
-    [
-        ("trace_id", pa.string()),
-        ("rank", pa.int64()),
-        ("source_uri", pa.string()),
-        ("size_bytes", pa.int64()),
-        ("etag", pa.string()),
-        ("event_count", pa.int64()),
-        ("schema_version", pa.int64()),
-        ("base_time_ns", pa.int64()),
-        ("window_start_ns", pa.int64()),
-        ("window_end_ns", pa.int64()),
-        ("parser_version", pa.string()),
-        ("quality_notes", pa.string()),
-        ("status", pa.string()),
-        ("rank_source", pa.string()),
-        ("world_size", pa.int64()),
-        ("backend", pa.string()),
-        ("run_source_uri", pa.string()),
-        ("ingested_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+TRACES_COLUMNS = {
+    "trace_id": "VARCHAR",
+    "rank": "BIGINT",
+    "source_uri": "VARCHAR",
+    "size_bytes": "BIGINT",
+    "etag": "VARCHAR",
+    "event_count": "BIGINT",
+    "schema_version": "BIGINT",
+    "base_time_ns": "BIGINT",
+    "window_start_ns": "BIGINT",
+    "window_end_ns": "BIGINT",
+    "parser_version": "VARCHAR",
+    "quality_notes": "VARCHAR",
+    "status": "VARCHAR",
+    "rank_source": "VARCHAR",
+    "world_size": "BIGINT",
+    "backend": "VARCHAR",
+    "run_source_uri": "VARCHAR",
+    "ingested_at": "TIMESTAMPTZ",
+}
 
 ProgressCallback = Callable[[ParsedTrace, float], None]
 
@@ -117,12 +115,12 @@ def duplicate_rank_issues(traces: list[ParsedTrace]) -> list[QualityIssue]:
     return issues
 
 
-def _traces_table(run: RunSource, traces: list[ParsedTrace], issues: list[QualityIssue]) -> pa.Table:
+def _trace_rows(run: RunSource, traces: list[ParsedTrace], issues: list[QualityIssue]) -> list[dict[str, Any]]:
     notes: dict[str, list[str]] = defaultdict(list)
     for issue in issues:
         notes[issue.trace_id].append(f"{issue.severity}:{issue.code}")
     now = datetime.now(timezone.utc)
-    rows: list[dict[str, Any]] = [
+    return [
         {
             "trace_id": p.trace.trace_id,
             "rank": p.rank.rank,
@@ -145,7 +143,6 @@ def _traces_table(run: RunSource, traces: list[ParsedTrace], issues: list[Qualit
         }
         for p in traces
     ]
-    return pa.Table.from_pylist(rows, schema=TRACES_SCHEMA)
 
 
 def _parse(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, settings: ParseSettings) -> ParsedTrace:
@@ -199,11 +196,14 @@ def commit_run(run: RunSource, lake: Lake, version: str, staged: list[StagedTrac
             tables[table].append(relative)
             row_counts[table] += item.row_counts[table]
     with tempfile.TemporaryDirectory(prefix=f"tracelake-{run.run_id}-") as tmp:
-        for table, data in (("traces", _traces_table(run, traces, issues)), ("quality_issues", quality_table(issues))):
+        for table, columns, rows in (
+            ("traces", TRACES_COLUMNS, _trace_rows(run, traces, issues)),
+            ("quality_issues", QUALITY_COLUMNS, quality_rows(issues)),
+        ):
             local = Path(tmp) / f"{table}.parquet"
-            pq.write_table(data, local)
+            write_rows(local, columns, rows)
             tables[table].append(lake.upload("raw", run.run_id, version, table, "run", local))
-            row_counts[table] = data.num_rows
+            row_counts[table] = len(rows)
     manifest = lake.commit("raw", run.run_id, version, dict(tables))
     return RunResult(run.run_id, traces, issues, manifest, dict(row_counts))
 

@@ -19,13 +19,12 @@ from typing import Any
 
 import duckdb
 import fsspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
+from pipelines.rows import write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
 from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
@@ -193,7 +192,7 @@ class _EventLoader:
                     if index and not any(routed.get(route) for route in _SOURCE_ROUTES[table]):
                         continue
                     part = self._parts / table / f"{index:06d}.parquet"
-                    cur.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression lz4_raw)",
+                    cur.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression uncompressed)",
                                 {"offset": first})
                 result.extent = cur.execute(_EXTENT).fetchone()
         except BaseException as exc:
@@ -256,10 +255,12 @@ class _EventLoader:
         Tables are written ``workers`` at a time: a small table's statement is mostly fixed cost
         on one thread, which the other table's work fills in."""
         params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
+        # Largest first, so that no big table starts last while the other worker idles.
+        tables = sorted(_STAGE_QUERIES, key=lambda t: -sum(p.stat().st_size for p in (self._parts / t).iterdir()))
+        paths = [outdir / f"{table}.parquet" for table in tables]
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
-            paths = [outdir / f"{table}.parquet" for table in _STAGE_QUERIES]
-            list(pool.map(self._write_table, _STAGE_QUERIES, paths, [params] * len(paths)))
-        parsed.table_files.update(zip(_STAGE_QUERIES, paths))
+            list(pool.map(self._write_table, tables, paths, [params] * len(paths)))
+        parsed.table_files.update(zip(tables, paths))
 
     def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> None:
         parts = self._parts / table / "*.parquet"
@@ -285,13 +286,13 @@ def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count
 
 def _write_metadata_tables(metadata: dict[str, Any], parsed: ParsedTrace, outdir: Path) -> None:
     head = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank}
-    for table, rows in (
+    for table, (columns, rows) in (
         ("devices", device_rows(metadata)),
         ("process_groups", process_group_rows(metadata)),
         ("trace_metadata", metadata_rows(metadata)),
     ):
         path = outdir / f"{table}.parquet"
-        pq.write_table(pa.Table.from_pylist([{**head, **row} for row in rows[1]], schema=rows[0]), path)
+        write_rows(path, columns, [{**head, **row} for row in rows])
         parsed.table_files[table] = path
 
 

@@ -4,17 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import pyarrow as pa
-
-QUALITY_SCHEMA = pa.schema(
-    [
-        ("trace_id", pa.string()),
-        ("severity", pa.string()),
-        ("code", pa.string()),
-        ("message", pa.string()),
-        ("count", pa.int64()),
-    ]
-)
+QUALITY_COLUMNS = {"trace_id": "VARCHAR", "severity": "VARCHAR", "code": "VARCHAR", "message": "VARCHAR", "count": "BIGINT"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +23,6 @@ class QualityIssue:
         return f"{self.severity.upper()} {source}: {self.message} [{self.code}]"
 
 
-def quality_table(issues: list[QualityIssue]) -> pa.Table:
+def quality_rows(issues: list[QualityIssue]) -> list[dict[str, object]]:
     """The ``quality_issues`` rows of one run (``run_id`` lives in the partition path)."""
-    rows = [{k: v for k, v in asdict(issue).items() if k != "run_id"} for issue in issues]
-    return pa.Table.from_pylist(rows, schema=QUALITY_SCHEMA)
+    return [{k: v for k, v in asdict(issue).items() if k != "run_id"} for issue in issues]
