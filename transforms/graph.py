@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 
 from transforms.models import SqlModel
@@ -35,6 +36,30 @@ def run_order(models: dict[str, SqlModel], known_tables: set[str], selected: set
         return list(sorter.static_order())
     except CycleError as exc:
         raise ValueError(f"SQL models form a cycle: {' -> '.join(exc.args[1])}") from exc
+
+
+def release_points(models: dict[str, SqlModel], order: list[str]) -> dict[str, list[str]]:
+    """Per model of ``order``: the models no later one reads, to be dropped once it has run.
+
+    A view is read when its readers run, so reading a view also reads what the view reads.
+    """
+
+    def scanned(name: str) -> set[str]:
+        reads = set()
+        for dep in models[name].deps & set(models):
+            reads.add(dep)
+            if models[dep].materialized == "view":
+                reads |= scanned(dep)
+        return reads
+
+    last_reader = {name: name for name in order}  # nothing reads it: released right after it runs
+    for name in order:
+        for dep in scanned(name) & last_reader.keys():
+            last_reader[dep] = name
+    released: dict[str, list[str]] = defaultdict(list)
+    for name, reader in last_reader.items():
+        released[reader].append(name)
+    return released
 
 
 def mart_dependencies(models: dict[str, SqlModel], mart: str, known_tables: set[str]) -> tuple[set[str], set[str]]:

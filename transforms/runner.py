@@ -13,7 +13,7 @@ from pipelines.lake import Lake
 from pipelines.storage import is_local
 from pipelines.tables import RAW_TABLES
 from transforms.checks import CheckResult, run_checks
-from transforms.graph import run_order
+from transforms.graph import release_points, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,23 @@ def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
         con.execute(f'alter table {table} alter "{column}" type bigint').fetchall()
 
 
+def _write_mart(con: duckdb.DuckDBPyConnection, model: SqlModel, local: Path, root: Path) -> MartResult:
+    """Write the mart ``model`` just built to ``local``, with its preview and checks (``url`` set on commit)."""
+    # COPY answers the number of rows it wrote: the mart's row count, without another scan
+    written = con.execute(f"copy (select * exclude (run_id) from {model.name}) to '{local}' (format parquet)").fetchone()
+    preview = con.execute(f"select * from {model.name} limit {PREVIEW_ROWS}")
+    columns = [d[0] for d in preview.description]
+    rows = preview.fetchall()
+    return MartResult(
+        name=model.name,
+        row_count=written[0] if written else 0,
+        url="",
+        columns=columns,
+        preview=rows,
+        checks=run_checks(con, model, columns, root),
+    )
+
+
 def build_marts(
     lake: Lake,
     run_id: str,
@@ -98,30 +115,15 @@ def build_marts(
         with tempfile.TemporaryDirectory(prefix=f"tracelake-marts-{run_id}-") as tmp:
             con.execute("set temp_directory = $dir", {"dir": str(Path(tmp) / "spill")}).fetchall()
             files: dict[str, list[tuple[str, Path]]] = {}
+            released = release_points(models, order)
             for name in order:
                 model = models[name]
                 _create(con, model)
-                if model.layer != "marts" or (select is not None and name not in select):
-                    continue
-                local = Path(tmp) / f"{name}.parquet"
-                # COPY answers the number of rows it wrote: the mart's row count, without another scan
-                written = con.execute(
-                    f"copy (select * exclude (run_id) from {name}) to '{local}' (format parquet)"
-                ).fetchone()
-                files[name] = [("run", local)]
-                preview = con.execute(f"select * from {name} limit {PREVIEW_ROWS}")
-                columns = [d[0] for d in preview.description]
-                rows = preview.fetchall()
-                results.append(
-                    MartResult(
-                        name=name,
-                        row_count=written[0] if written else 0,
-                        url="",
-                        columns=columns,
-                        preview=rows,
-                        checks=run_checks(con, model, columns, root),
-                    )
-                )
+                if model.layer == "marts" and (select is None or name in select):
+                    files[name] = [("run", Path(tmp) / f"{name}.parquet")]
+                    results.append(_write_mart(con, model, files[name][0][1], root))
+                for done in released[name]:  # their memory goes to the models still to run
+                    con.execute(f"drop {models[done].materialized} {done}").fetchall()
             manifest = lake.write_run("marts", run_id, files, keep_other_tables=select is not None)
     finally:
         con.close()

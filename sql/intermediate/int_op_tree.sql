@@ -8,46 +8,57 @@
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children; torch-tb-profiler 0.4.3 op_tree.py
 with
 
-host_ranges as (
-    select run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
+-- Read three times (names, tree nodes, wide columns at the end): scans of the raw files are cheaper than holding
+-- every column of every range in memory.
+host_ranges as not materialized (
+    select 'op' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
     from cpu_ops
     union all
-    select run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
+    select 'annotation' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
     from annotations
     where not coalesce(on_device, false)
+    union all
+    select 'module' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, null
+    from python_functions
+    where python_module_id is not null
 ),
 
-tree_nodes as (
+tree_nodes as not materialized (
     select 'torch' as tree, pid || '/' || tid as thread_key, *
     from host_ranges
+    where kind != 'module'
     union all
     select 'tb_plugin' as tree, tid as thread_key, *
     from host_ranges
-    where lower(cat) in ('cpu_op', 'operator')
+    where kind in ('op', 'module')
         or name like 'ProfilerStep#%'
         or name in (
             'nccl:broadcast', 'nccl:reduce', 'nccl:all_reduce', 'nccl:all_gather', 'nccl:reduce_scatter',
             'gloo:broadcast', 'gloo:reduce', 'gloo:all_reduce', 'gloo:all_gather', 'gloo:reduce_scatter'
         )
-    union all
-    select
-        'tb_plugin' as tree, tid as thread_key,
-        run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, null as external_id
-    from python_functions
-    where python_module_id is not null
 ),
 
--- An integer per (tree, trace, thread): the sorts and joins below compare one BIGINT instead of three strings.
+-- Integers per (tree, trace, thread) and per name: the tree is built on narrow integer rows (sorts and joins
+-- carry no strings), and the wide columns join back once at the end.
 threads as materialized (
     select tree, trace_id, thread_key, row_number() over (order by tree, trace_id, thread_key) as thread_no
     from (select distinct tree, trace_id, thread_key from tree_nodes)
 ),
 
--- The tree is built on narrow integer rows (sorts carry no strings); the other columns join back once at the end.
+names as materialized (
+    select name, row_number() over (order by name) as name_no
+    from (select distinct name from host_ranges)
+),
+
 nodes as (
-    select threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.end_ns, tree_nodes.dur_ns
+    select
+        threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.end_ns, tree_nodes.dur_ns,
+        names.name_no,
+        tree_nodes.kind = 'op' as is_operator,
+        tree_nodes.kind = 'op' and not starts_with(tree_nodes.name, 'ProfilerStep#') as is_plain_operator
     from tree_nodes
     join threads using (tree, trace_id, thread_key)
+    join names using (name)
 ),
 
 ordered as (
@@ -110,7 +121,11 @@ parent_positions as (
 ),
 
 linked as (
-    select node.*, parent.event_idx as parent_event_idx
+    select
+        node.*,
+        parent.event_idx as parent_event_idx,
+        parent.name_no as parent_name_no,
+        parent.is_operator as parent_is_operator
     from with_depth as node
     join parent_positions using (thread_no, pos)
     left join with_depth as parent
@@ -125,22 +140,39 @@ child_counts as (
     group by all
 ),
 
-full_nodes as (
-    select threads.thread_no, tree_nodes.*
-    from tree_nodes
-    join threads using (tree, trace_id, thread_key)
+tree as (
+    select
+        threads.tree,
+        threads.trace_id,
+        threads.thread_key,
+        linked.event_idx,
+        linked.depth,
+        linked.pos,
+        linked.parent_event_idx,
+        linked.last_pos,
+        coalesce(
+            siblings.child_count = 1
+            and linked.parent_name_no = linked.name_no
+            and (threads.tree = 'torch' or (linked.is_plain_operator and linked.parent_is_operator)),
+            false
+        ) as merged_into_parent
+    from linked
+    join threads using (thread_no)
+    left join child_counts as siblings
+        on siblings.thread_no = linked.thread_no
+        and siblings.event_idx = linked.parent_event_idx
 )
 
 -- merged_into_parent: the only child of a same-name parent, which both anchors fold into that parent
 -- (torch EventList._remove_dup_nodes; tb_plugin remove_dup_nodes, there only between two Operator nodes).
 select
-    node.tree,
+    tree.tree,
     node.run_id,
     node.trace_id,
     node.rank,
     node.pid,
     node.tid,
-    node.thread_key,
+    tree.thread_key,
     node.event_idx,
     node.name,
     node.cat,
@@ -152,25 +184,8 @@ select
     tree.pos,
     tree.parent_event_idx,
     tree.last_pos,
-    coalesce(
-        siblings.child_count = 1
-        and parent.name = node.name
-        and (
-            node.tree = 'torch'
-            or (
-                lower(node.cat) in ('cpu_op', 'operator') and lower(parent.cat) in ('cpu_op', 'operator')
-                and not starts_with(node.name, 'ProfilerStep#')
-            )
-        ),
-        false
-    ) as merged_into_parent
-from full_nodes as node
-join linked as tree
-    on tree.thread_no = node.thread_no
-    and tree.event_idx = node.event_idx
-left join full_nodes as parent
-    on parent.thread_no = node.thread_no
-    and parent.event_idx = tree.parent_event_idx
-left join child_counts as siblings
-    on siblings.thread_no = node.thread_no
-    and siblings.event_idx = tree.parent_event_idx
+    tree.merged_into_parent
+from tree
+join host_ranges as node
+    on node.trace_id = tree.trace_id
+    and node.event_idx = tree.event_idx

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.tables import RAW_TABLES
-from transforms.graph import run_order
+from transforms.graph import release_points, run_order
 from transforms.models import default_sql_root, discover_models
 
 CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "CONTRACT.md"
@@ -33,6 +33,20 @@ def test_models_resolve_and_order() -> None:
     assert set(order) == set(MODELS)
     for name in order:
         assert MODELS[name].deps & set(MODELS) <= set(order[: order.index(name)])
+
+
+def test_each_model_is_released_after_its_last_reader() -> None:
+    order = run_order(MODELS, set(RAW_TABLES))
+    released = release_points(MODELS, order)
+    assert sorted(n for names in released.values() for n in names) == sorted(order)
+    dropped_at = {name: order.index(reader) for reader, names in released.items() for name in names}
+    view = "int_tb_gpu_segments"
+    assert MODELS[view].materialized == "view"
+    for name in order:
+        # a model still exists when it runs, and so does what it reads, through views too
+        reads = set(MODELS[name].deps) | (set(MODELS[view].deps) if view in MODELS[name].deps else set())
+        for dep in reads & set(MODELS):
+            assert dropped_at[dep] >= order.index(name), (dep, name)
 
 
 def test_sql_root_exists() -> None:
