@@ -192,6 +192,7 @@ class _EventLoader:
                     if index and not any(routed.get(route) for route in _SOURCE_ROUTES[table]):
                         continue
                     part = self._parts / table / f"{index:06d}.parquet"
+                    # uncompressed: a part is read once, moments later, so compressing it is CPU for nothing
                     cur.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression uncompressed)",
                                 {"offset": first})
                 result.extent = cur.execute(_EXTENT).fetchone()
