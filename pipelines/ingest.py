@@ -115,7 +115,9 @@ def duplicate_rank_issues(traces: list[ParsedTrace]) -> list[QualityIssue]:
     return issues
 
 
-def _trace_rows(run: RunSource, traces: list[ParsedTrace], issues: list[QualityIssue]) -> list[dict[str, Any]]:
+def _trace_rows(
+    run: RunSource, traces: list[ParsedTrace], issues: list[QualityIssue]
+) -> list[dict[str, Any]]:
     notes: dict[str, list[str]] = defaultdict(list)
     for issue in issues:
         notes[issue.trace_id].append(f"{issue.severity}:{issue.code}")
@@ -163,7 +165,7 @@ def _parse(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, sett
 
 
 def _row_counts(files: dict[str, Path]) -> dict[str, int]:
-    """Rows in each table's Parquet file, from the footers (DuckDB: pyarrow's import costs ~0.2 s a process)."""
+    """Rows in each table's Parquet file, from the footers (DuckDB: importing pyarrow costs ~0.2 s)."""
     if not files:  # the trace could not be parsed at all
         return {}
     with duckdb.connect() as con:

@@ -193,8 +193,8 @@ class _EventLoader:
                         continue
                     part = self._parts / table / f"{index:06d}.parquet"
                     # uncompressed: a part is read once, moments later, so compressing it is CPU for nothing
-                    cur.execute(f"copy ({query}) to {_quoted(part)} (format parquet, compression uncompressed)",
-                                {"offset": first})
+                    copy = f"copy ({query}) to {_quoted(part)} (format parquet, compression uncompressed)"
+                    cur.execute(copy, {"offset": first})
                 result.extent = cur.execute(_EXTENT).fetchone()
         except BaseException as exc:
             if not next_offset.done():  # the next chunk waits on this one's count: let it fail too
@@ -257,7 +257,8 @@ class _EventLoader:
         on one thread, which the other table's work fills in."""
         params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
         # Largest first, so that no big table starts last while the other worker idles.
-        tables = sorted(_STAGE_QUERIES, key=lambda t: -sum(p.stat().st_size for p in (self._parts / t).iterdir()))
+        part_bytes = {t: sum(p.stat().st_size for p in (self._parts / t).iterdir()) for t in _STAGE_QUERIES}
+        tables = sorted(_STAGE_QUERIES, key=lambda t: -part_bytes[t])
         paths = [outdir / f"{table}.parquet" for table in tables]
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
             list(pool.map(self._write_table, tables, paths, [params] * len(paths)))

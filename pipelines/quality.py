@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-QUALITY_COLUMNS = {"trace_id": "VARCHAR", "severity": "VARCHAR", "code": "VARCHAR", "message": "VARCHAR", "count": "BIGINT"}
+QUALITY_COLUMNS = {
+    "trace_id": "VARCHAR",
+    "severity": "VARCHAR",
+    "code": "VARCHAR",
+    "message": "VARCHAR",
+    "count": "BIGINT",
+}
 
 
 @dataclass(frozen=True)

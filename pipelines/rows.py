@@ -18,7 +18,5 @@ def write_rows(path: Path, columns: dict[str, str], rows: list[dict[str, Any]]) 
     struct = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
     target = "'" + str(path).replace("'", "''") + "'"
     with duckdb.connect() as con:
-        con.execute(
-            f"copy (select row.* from (select unnest($rows::struct({struct})[]) as row)) to {target} (format parquet)",
-            {"rows": rows},
-        ).fetchall()
+        rows_query = f"select row.* from (select unnest($rows::struct({struct})[]) as row)"
+        con.execute(f"copy ({rows_query}) to {target} (format parquet)", {"rows": rows}).fetchall()

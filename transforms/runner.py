@@ -79,9 +79,10 @@ def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 
 def _write_mart(con: duckdb.DuckDBPyConnection, model: SqlModel, local: Path, root: Path) -> MartResult:
-    """Write the mart ``model`` just built to ``local``, with its preview and checks (``url`` set on commit)."""
+    """Write the mart ``model`` just built to ``local``, with preview and checks (``url`` comes at commit)."""
     # COPY answers the number of rows it wrote: the mart's row count, without another scan
-    written = con.execute(f"copy (select * exclude (run_id) from {model.name}) to '{local}' (format parquet)").fetchone()
+    copy = f"copy (select * exclude (run_id) from {model.name}) to '{local}' (format parquet)"
+    written = con.execute(copy).fetchone()
     preview = con.execute(f"select * from {model.name} limit {PREVIEW_ROWS}")
     columns = [d[0] for d in preview.description]
     rows = preview.fetchall()

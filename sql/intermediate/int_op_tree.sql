@@ -8,13 +8,14 @@
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children; torch-tb-profiler 0.4.3 op_tree.py
 with
 
--- Read three times (names, tree nodes, wide columns at the end): scans of the raw files are cheaper than holding
--- every column of every range in memory.
+-- Not materialized, though read several times (names, both trees, the wide columns at the end): scanning the raw
+-- files again is cheaper than holding every column of every range in memory.
 host_ranges as not materialized (
     select 'op' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
     from cpu_ops
     union all
-    select 'annotation' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
+    select
+        'annotation' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
     from annotations
     where not coalesce(on_device, false)
     union all
