@@ -24,7 +24,7 @@ from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
-from pipelines.rows import write_rows
+from pipelines.rows import sql_path, write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
 from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
 
@@ -70,10 +70,6 @@ def _rename_colliding_keys(chunk: bytes) -> bytes:
         if old in chunk:
             chunk = chunk.replace(old, new)
     return chunk
-
-
-def _quoted(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _table_source(table: str, where: str) -> str:
@@ -193,7 +189,7 @@ class _EventLoader:
                         continue
                     part = self._parts / table / f"{index:06d}.parquet"
                     # uncompressed: a part is read once, moments later, so compressing it is CPU for nothing
-                    copy = f"copy ({query}) to {_quoted(part)} (format parquet, compression uncompressed)"
+                    copy = f"copy ({query}) to {sql_path(part)} (format parquet, compression uncompressed)"
                     cur.execute(copy, {"offset": first})
                 result.extent = cur.execute(_EXTENT).fetchone()
         except BaseException as exc:
@@ -267,16 +263,16 @@ class _EventLoader:
     def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> None:
         parts = self._parts / table / "*.parquet"
         with self._con.cursor() as cur:
-            columns = [row[0] for row in cur.execute(f"describe select * from {_quoted(parts)}").fetchall()]
+            columns = [row[0] for row in cur.execute(f"describe select * from {sql_path(parts)}").fetchall()]
             shifted = ", ".join(f"{c} + $base_ns::bigint as {c}" for c in ABSOLUTE_TIME_COLUMNS if c in columns)
             select = (
                 f"select $trace_id::varchar as trace_id, $rank::bigint as rank, *"
-                f"{f' replace ({shifted})' if shifted else ''} from {_quoted(parts)}"
+                f"{f' replace ({shifted})' if shifted else ''} from {sql_path(parts)}"
             )
             if table == "steps":
                 select += " order by ts_ns, event_idx"
             used = {name: value for name, value in params.items() if f"${name}" in select}
-            cur.execute(f"copy ({select}) to {_quoted(path)} (format parquet, compression zstd)", used)
+            cur.execute(f"copy ({select}) to {sql_path(path)} (format parquet, compression zstd)", used)
 
     def _issue(self, severity: str, code: str, message: str) -> QualityIssue:
         return _trace_issue(self._trace, severity, code, message)

@@ -13,10 +13,14 @@ from typing import Any
 import duckdb
 
 
+def sql_path(path: Path) -> str:
+    """``path`` as a SQL string literal, for a COPY target or a glob (neither can be a parameter)."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 def write_rows(path: Path, columns: dict[str, str], rows: list[dict[str, Any]]) -> None:
     """Write ``rows`` to ``path`` with ``columns`` (name → DuckDB type); a key a row lacks is null."""
     struct = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
-    target = "'" + str(path).replace("'", "''") + "'"
     with duckdb.connect() as con:
         rows_query = f"select row.* from (select unnest($rows::struct({struct})[]) as row)"
-        con.execute(f"copy ({rows_query}) to {target} (format parquet)", {"rows": rows}).fetchall()
+        con.execute(f"copy ({rows_query}) to {sql_path(path)} (format parquet)", {"rows": rows}).fetchall()
