@@ -61,3 +61,17 @@ def test_every_mart_declares_the_contract_grain() -> None:
         assert table in MODELS, f"missing mart {table}"
         # A mart may add grain columns after the contract's (e.g. trace_id, so windows of one rank stay apart).
         assert list(MODELS[table].grain)[: len(grain)] == grain, table
+
+
+def test_dependencies_come_from_the_sql_and_exclude_ctes() -> None:
+    # int_op_tree reads three raw tables through CTEs (host_ranges, tree_nodes, ...) that are not tables
+    assert MODELS["int_op_tree"].deps == {"cpu_ops", "annotations", "python_functions"}
+    # subqueries and joins count too
+    assert MODELS["memory_by_op"].deps == {"int_memory_records", "int_op_tree"}
+
+
+def test_a_model_that_does_not_parse_is_named(tmp_path: Path) -> None:
+    (tmp_path / "marts").mkdir()
+    (tmp_path / "marts" / "broken.sql").write_text("-- grain: run_id\nselect from where\n")
+    with pytest.raises(ValueError, match=r"broken\.sql: SQL does not parse: syntax error"):
+        discover_models(tmp_path)
