@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
+import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -79,12 +81,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> NoReturn:
+    """The console script: :func:`main`, then exit without the interpreter's teardown.
+
+    Teardown runs several full garbage collections over the million objects Dagster's import
+    leaves, about 0.5 s after every command; by then every file is closed, so only the standard
+    streams and logging need flushing."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.command == "ingest":
         from tracelake.ingest import ingest
 
-        return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
-                      parallelism=args.parallelism)
+        # The objects the imports left live as long as the process: frozen, full collections during
+        # the run skip them (about 0.2 s at 234 MB). Unfrozen after, for callers that go on.
+        gc.freeze()
+        try:
+            return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
+                          parallelism=args.parallelism)
+        finally:
+            gc.unfreeze()
     if args.command == "sql":
         from tracelake.query import run_query, write_result
 
@@ -115,4 +136,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
