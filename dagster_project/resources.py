@@ -12,6 +12,7 @@ import orjson
 from pipelines.lake import Lake
 from pipelines.parse import ParseSettings
 from transforms.catalog import default_catalog_path
+from transforms.runner import MARTS_MEMORY_LIMIT
 
 
 def _options(storage_options_json: str) -> dict[str, Any] | None:
@@ -49,10 +50,12 @@ class LakeResource(dg.ConfigurableResource):
 
 
 class IngestSettingsResource(dg.ConfigurableResource):
-    """Bounds for each parse step: chunk size, DuckDB memory budget, and how many steps share the machine's cores."""
+    """Bounds for each parse step (chunk size, DuckDB memory budget, how many steps share the machine's cores) and
+    for the marts step's DuckDB."""
 
     chunk_mb: int = ParseSettings.chunk_bytes >> 20
     memory_limit: str = ParseSettings.memory_limit
+    marts_memory_limit: str = MARTS_MEMORY_LIMIT
     parallelism: int = 0
     """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
 

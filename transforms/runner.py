@@ -19,6 +19,9 @@ from transforms.models import SqlModel, default_sql_root, discover_models
 log = logging.getLogger(__name__)
 
 PREVIEW_ROWS = 10
+# DuckDB's buffer for the models; beyond it they spill to disk. With Dagster's own ~200 MB, a 2 GB trace
+# ingests in under 1 GB.
+MARTS_MEMORY_LIMIT = "600MB"
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def build_marts(
     select: set[str] | None = None,
     sql_root: Path | None = None,
     threads: int | None = None,
-    memory_limit: str | None = "1GB",
+    memory_limit: str | None = MARTS_MEMORY_LIMIT,
 ) -> list[MartResult]:
     """Build the selected marts (default: all) of ``run_id`` and commit them under ``LAKE/marts``."""
     root = sql_root or default_sql_root()
@@ -115,6 +118,7 @@ def build_marts(
         register_run_tables(con, lake, "raw", run_id)
         with tempfile.TemporaryDirectory(prefix=f"tracelake-marts-{run_id}-") as tmp:
             con.execute("set temp_directory = $dir", {"dir": str(Path(tmp) / "spill")}).fetchall()
+            con.execute("set enable_progress_bar = false").fetchall()  # a long model drew it amid ingest's lines
             files: dict[str, list[tuple[str, Path]]] = {}
             released = release_points(models, order)
             for name in order:

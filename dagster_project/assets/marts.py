@@ -3,7 +3,7 @@
 import dagster as dg
 
 from dagster_project.partitions import trace_runs
-from dagster_project.resources import LakeResource
+from dagster_project.resources import IngestSettingsResource, LakeResource
 from pipelines.tables import RAW_TABLES
 from transforms.catalog import write_catalog
 from transforms.checks import check_names
@@ -45,11 +45,14 @@ def _preview(result: MartResult) -> str:
     can_subset=True,
     name="marts",
 )
-def marts(context: dg.AssetExecutionContext, lake: LakeResource):
+def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettingsResource):
     """Run the selected SQL marts on DuckDB over the run's raw Parquet, commit them, and refresh the catalog file."""
     selected = {key.path[-1] for key in context.selected_asset_keys}
     handle = lake.lake()
-    results = build_marts(handle, context.partition_key, select=selected, sql_root=SQL_ROOT)
+    results = build_marts(
+        handle, context.partition_key, select=selected, sql_root=SQL_ROOT,
+        memory_limit=ingest_settings.marts_memory_limit,
+    )
     catalog = lake.catalog(handle)
     if catalog:
         write_catalog(handle, catalog)

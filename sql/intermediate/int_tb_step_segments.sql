@@ -6,52 +6,106 @@
 -- source: torch-tb-profiler 0.4.3 overall_parser.py (Statistics.create_from_range, OverallParser.aggregate); ANCHORS.md §3.4
 with
 
-roles as materialized (
-    select run_id, trace_id, role, start_ns, end_ns from int_tb_role_ranges where end_ns > start_ns
+-- Only traces with steps have segments. They are numbered, so that grouping, partitioning and sorting carry no
+-- strings.
+traces as materialized (
+    select run_id, trace_id, row_number() over (order by run_id, trace_id) as trace_no
+    from (select distinct run_id, trace_id from int_steps)
 ),
 
 step_ranges as materialized (
-    select * from int_steps
+    select traces.trace_no, int_steps.*
+    from int_steps
+    join traces using (run_id, trace_id)
+),
+
+roles as materialized (
+    select traces.trace_no, roles.role, roles.start_ns, roles.end_ns
+    from int_tb_role_ranges as roles
+    join traces using (run_id, trace_id)
+    where roles.end_ns > roles.start_ns
 ),
 
 -- A step start carries its own time: the running max of it is the start of the step holding the segment (steps
 -- are disjoint), which finds the step by an equi-join instead of an ASOF join that would sort every segment again.
 boundaries as (
-    select run_id, trace_id, start_ns as t, role, 1 as delta, null::bigint as step_start_ns from roles
+    select trace_no, start_ns as t, role, 1 as delta, null::bigint as step_start_ns from roles
     union all
-    select run_id, trace_id, end_ns, role, -1, null from roles
+    select trace_no, end_ns, role, -1, null from roles
     union all
-    select run_id, trace_id, start_ns, -1, 0, start_ns from step_ranges
+    select trace_no, start_ns, -1, 0, start_ns from step_ranges
     union all
-    select run_id, trace_id, end_ns, -1, 0, null from step_ranges
+    select trace_no, end_ns, -1, 0, null from step_ranges
 ),
 
 -- The seven per-role deltas travel packed in one HUGEINT, 18 bits per role (a trace never has 2^18 ranges of one
 -- role open at once), so one running sum replaces seven: the sum of packed deltas is the packed open counts.
 points as (
     select
-        run_id, trace_id, t,
+        trace_no, t,
         sum(delta * (1::hugeint << (18 * greatest(role, 0)))) as d_packed,
         max(step_start_ns) as step_start_ns
     from boundaries
-    group by run_id, trace_id, t
+    group by trace_no, t
+),
+
+-- A window over a whole trace is one partition, which DuckDB holds in memory at once. So the running sums run per
+-- slab of time, a power of two wide per trace so that a slab holds about 60,000 points (the variable
+-- step_segment_slab_points, which tests set small): in parallel and within the memory limit, each slab starting
+-- from the totals of the slabs before it.
+slab_widths as (
+    select
+        trace_no,
+        min(t) as first_t,
+        ceil(log2(greatest(
+            (max(t) - min(t)) / greatest(count(*) // coalesce(getvariable('step_segment_slab_points'), 60000), 1), 2
+        )))::int as slab_shift
+    from points
+    group by trace_no
+),
+
+slabbed as (
+    select points.*, (points.t - slab_widths.first_t) >> slab_widths.slab_shift as slab
+    from points
+    join slab_widths using (trace_no)
+),
+
+-- a slab's last segment ends at the next slab's first point
+slabs as (
+    select
+        trace_no, slab,
+        coalesce(sum(sum(d_packed)) over before, 0) as open_before,
+        max(max(step_start_ns)) over before as step_start_before,
+        lead(min(t)) over (partition by trace_no order by slab) as next_slab_t
+    from slabbed
+    group by trace_no, slab
+    window before as (partition by trace_no order by slab rows between unbounded preceding and 1 preceding)
+),
+
+running as (
+    select
+        trace_no, slab, t,
+        lead(t) over slab_so_far as next_t,
+        sum(d_packed) over slab_so_far as open_in_slab,
+        max(step_start_ns) over slab_so_far as step_start_in_slab
+    from slabbed
+    window slab_so_far as (partition by trace_no, slab order by t rows unbounded preceding)
 ),
 
 segments as (
     select
-        run_id,
-        trace_id,
-        t as seg_start_ns,
-        lead(t) over running as seg_end_ns,
-        sum(d_packed) over running as open_packed,
-        max(step_start_ns) over running as step_start_ns
-    from points
-    window running as (partition by run_id, trace_id order by t rows unbounded preceding)
+        running.trace_no,
+        running.t as seg_start_ns,
+        coalesce(running.next_t, slabs.next_slab_t) as seg_end_ns,
+        slabs.open_before + running.open_in_slab as open_packed,
+        coalesce(running.step_start_in_slab, slabs.step_start_before) as step_start_ns
+    from running
+    join slabs using (trace_no, slab)
 ),
 
 flags as (
     select
-        run_id, trace_id, seg_start_ns, seg_end_ns, step_start_ns,
+        trace_no, seg_start_ns, seg_end_ns, step_start_ns,
         ((open_packed >> 0) & 262143) > 0 as kernel_active,
         ((open_packed >> 18) & 262143) > 0 as memcpy_active,
         ((open_packed >> 36) & 262143) > 0 as memset_active,
@@ -63,8 +117,8 @@ flags as (
 )
 
 select
-    segments.run_id,
-    segments.trace_id,
+    step_ranges.run_id,
+    step_ranges.trace_id,
     step_ranges.rank,
     step_ranges.step,
     segments.seg_start_ns,
@@ -85,7 +139,6 @@ select
     segments.cpu_active
 from flags as segments
 join step_ranges
-    on segments.run_id = step_ranges.run_id
-    and segments.trace_id = step_ranges.trace_id
+    on segments.trace_no = step_ranges.trace_no
     and segments.step_start_ns = step_ranges.start_ns
 where segments.seg_end_ns <= step_ranges.end_ns
