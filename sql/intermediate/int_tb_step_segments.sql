@@ -19,23 +19,21 @@ step_ranges as materialized (
     join traces using (run_id, trace_id)
 ),
 
-roles as materialized (
-    select traces.trace_no, roles.role, roles.start_ns, roles.end_ns
-    from int_tb_role_ranges as roles
-    join traces using (run_id, trace_id)
-    where roles.end_ns > roles.start_ns
-),
-
 -- A step start carries its own time: the running max of it is the start of the step holding the segment (steps
 -- are disjoint), which finds the step by an equi-join instead of an ASOF join that would sort every segment again.
 boundaries as (
-    select trace_no, start_ns as t, role, 1 as delta, null::bigint as step_start_ns from roles
+    select
+        traces.trace_no,
+        unnest([roles.start_ns, roles.end_ns]) as t,
+        roles.role,
+        unnest([1, -1]) as delta,
+        null::bigint as step_start_ns
+    from int_tb_role_ranges as roles
+    join traces using (run_id, trace_id)
+    where roles.end_ns > roles.start_ns
     union all
-    select trace_no, end_ns, role, -1, null from roles
-    union all
-    select trace_no, start_ns, -1, 0, start_ns from step_ranges
-    union all
-    select trace_no, end_ns, -1, 0, null from step_ranges
+    select trace_no, unnest([start_ns, end_ns]), -1, 0, unnest([start_ns, null])
+    from step_ranges
 ),
 
 -- The seven per-role deltas travel packed in one HUGEINT, 18 bits per role (a trace never has 2^18 ranges of one
