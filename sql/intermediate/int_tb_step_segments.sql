@@ -48,7 +48,7 @@ points as (
 ),
 
 -- A window over a whole trace is one partition, which DuckDB holds in memory at once. So the running sums run per
--- slab of time, a power of two wide per trace so that a slab holds about 60,000 points (the variable
+-- slab of time, a power of two wide per trace so that a slab holds about a million points (the variable
 -- step_segment_slab_points, which tests set small): in parallel and within the memory limit, each slab starting
 -- from the totals of the slabs before it.
 slab_widths as (
@@ -56,7 +56,7 @@ slab_widths as (
         trace_no,
         min(t) as first_t,
         ceil(log2(greatest(
-            (max(t) - min(t)) / greatest(count(*) // coalesce(getvariable('step_segment_slab_points'), 60000), 1), 2
+            (max(t) - min(t)) / greatest(count(*) // coalesce(getvariable('step_segment_slab_points'), 1000000), 1), 2
         )))::int as slab_shift
     from points
     group by trace_no
