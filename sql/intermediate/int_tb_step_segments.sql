@@ -55,6 +55,7 @@ slab_widths as (
     select
         trace_no,
         min(t) as first_t,
+        -- the span of time holding about that many points on average, rounded up to a power of two
         ceil(log2(greatest(
             (max(t) - min(t)) / greatest(count(*) // coalesce(getvariable('step_segment_slab_points'), 1000000), 1), 2
         )))::int as slab_shift
