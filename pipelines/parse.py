@@ -38,7 +38,7 @@ _MAX_EVENT_BYTES = 16 << 20
 class ParseSettings:
     """Resource bounds for parsing one trace."""
 
-    chunk_bytes: int = 16 << 20  # ``threads`` chunks are decoded at once
+    chunk_bytes: int = 32 << 20  # ``threads`` chunks are decoded at once
     memory_limit: str = "512MB"  # DuckDB's buffer pool; it spills to ``workdir`` beyond this
     threads: int = 2
 
