@@ -11,9 +11,10 @@ import dagster as dg
 import orjson
 
 from dagster_project.assets.marts import marts
-from dagster_project.assets.raw import progress_log, raw_tables
+from dagster_project.assets.raw import raw_tables
 from dagster_project.assets.report import report
 from dagster_project.partitions import trace_runs
+from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.sources import discover_runs
 from pipelines.storage import redact

@@ -1,8 +1,11 @@
 """One asset per SQL mart, downstream of the raw tables (and marts) its SQL reads."""
 
+import time
+
 import dagster as dg
 
 from dagster_project.partitions import trace_runs
+from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource
 from pipelines.tables import RAW_TABLES
 from transforms.catalog import write_catalog
@@ -49,9 +52,15 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings
     """Run the selected SQL marts on DuckDB over the run's raw Parquet, commit them, and refresh the catalog file."""
     selected = {key.path[-1] for key in context.selected_asset_keys}
     handle = lake.lake()
+    # The models of a GB-sized trace take tens of seconds: say so before, and how long after.
+    progress_log.info("  %s: building %d analysis tables", context.partition_key, len(selected))
+    started = time.perf_counter()
     results = build_marts(
         handle, context.partition_key, select=selected, sql_root=SQL_ROOT,
         memory_limit=ingest_settings.marts_memory_limit,
+    )
+    progress_log.info(
+        "  %s: %d analysis tables in %.1f s", context.partition_key, len(results), time.perf_counter() - started
     )
     catalog = lake.catalog(handle)
     if catalog:

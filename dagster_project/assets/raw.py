@@ -5,22 +5,19 @@ commit), so Dagster's executor can run them in separate processes, pods or Celer
 commit step writes ``traces``, ``quality_issues`` and the run's manifest in one write.
 """
 
-import logging
 import re
 from dataclasses import dataclass, replace
 
 import dagster as dg
 
 from dagster_project.partitions import trace_runs
+from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.ingest import StagedTrace, commit_run, stage_trace
 from pipelines.identity import TraceFile
 from pipelines.lake import new_version
 from pipelines.sources import RunSource, discover_runs
 from pipelines.tables import RAW_TABLES
-
-# Progress lines for people watching `tracelake ingest`; the CLI prints this logger to stdout.
-progress_log = logging.getLogger("tracelake.progress")
 
 RAW_DESCRIPTIONS = {
     "kernels": "GPU kernels (and MTIA device events) with launch config, occupancy and NCCL collective args.",
