@@ -26,6 +26,9 @@ class TraceSourceResource(dg.ConfigurableResource):
     storage_options_json: str = ""
     full_pass_every: int = 10
     """On S3, every n-th sensor tick lists everything (rewrites); the others list only new keys."""
+    settle_seconds: int = 60
+    """Local folders: a run with a file written in the last n seconds waits for a later tick (files are written in
+    place); object stores only ever show whole uploads."""
 
     def options(self) -> dict[str, Any] | None:
         """Explicit fsspec options; credentials otherwise come from the standard AWS variables."""
@@ -66,13 +69,15 @@ class IngestSettingsResource(dg.ConfigurableResource):
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
-    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS, TRACELAKE_CATALOG and TRACELAKE_FULL_PASS_EVERY."""
+    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS, TRACELAKE_CATALOG,
+    TRACELAKE_FULL_PASS_EVERY and TRACELAKE_SETTLE_S."""
     options = dg.EnvVar("TRACELAKE_STORAGE_OPTIONS") if "TRACELAKE_STORAGE_OPTIONS" in os.environ else ""
     return {
         "source": TraceSourceResource(
             url=dg.EnvVar("TRACELAKE_SOURCE"),
             storage_options_json=options,
             full_pass_every=dg.EnvVar.int("TRACELAKE_FULL_PASS_EVERY") if "TRACELAKE_FULL_PASS_EVERY" in os.environ else 10,
+            settle_seconds=dg.EnvVar.int("TRACELAKE_SETTLE_S") if "TRACELAKE_SETTLE_S" in os.environ else 60,
         ),
         "lake": LakeResource(
             url=dg.EnvVar("TRACELAKE_LAKE"),

@@ -23,7 +23,7 @@ CRON = os.environ.get("TRACELAKE_SCHEDULE_CRON", "*/15 * * * *")
 @dg.schedule(job=ingest_job, cron_schedule=CRON, default_status=dg.DefaultScheduleStatus.STOPPED)
 def trace_runs_schedule(context: dg.ScheduleEvaluationContext, source: TraceSourceResource) -> list[dg.RunRequest]:
     """List the source and ingest every run whose current file set no run has ingested yet."""
-    changes, _ = scan(source.url, source.options(), WatchState())
+    changes, _, _ = scan(source.url, source.options(), WatchState(), settle_s=source.settle_seconds)
     launched = {value for _, values in context.instance.get_run_tags([FILES_TAG]) for value in values}
     pending = [c for c in changes if c.run_key not in launched]
     known = set(context.instance.get_dynamic_partitions(trace_runs.name))

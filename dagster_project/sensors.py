@@ -23,12 +23,15 @@ INTERVAL_S = int(os.environ.get("TRACELAKE_SENSOR_INTERVAL_S", "30"))
 @dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.STOPPED)
 def trace_runs_sensor(context: dg.SensorEvaluationContext, source: TraceSourceResource) -> dg.SensorResult:
     """Register new runs as partitions and ingest every run whose file set is new or changed."""
-    changes, state = scan(
-        source.url, source.options(), WatchState.from_cursor(context.cursor), full_pass_every=source.full_pass_every
+    changes, state, settling = scan(
+        source.url, source.options(), WatchState.from_cursor(context.cursor),
+        full_pass_every=source.full_pass_every, settle_s=source.settle_seconds,
     )
     new = [c.run_id for c in changes if c.is_new]
     if changes:
         context.log.info(f"{len(changes)} runs changed ({len(new)} new): {', '.join(c.run_key for c in changes[:20])}")
+    if settling:
+        context.log.info(f"{len(settling)} runs still being written, for a later tick: {', '.join(settling[:20])}")
     return dg.SensorResult(
         run_requests=[ingest_request(c) for c in changes],
         dynamic_partitions_requests=[trace_runs.build_add_request(new)] if new else [],

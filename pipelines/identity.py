@@ -24,6 +24,8 @@ class TraceFile:
     trace_id: str
     size_bytes: int
     etag: str | None = None
+    modified: float | None = None
+    """When the file was last written (POSIX seconds), where the store says."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import fsspec
@@ -51,6 +52,14 @@ def discover_runs(source_url: str, options: dict[str, Any] | None = None) -> lis
     return group_runs(fs, root, files)
 
 
+def _modified(info: dict[str, Any]) -> float | None:
+    """POSIX seconds of fsspec's ``mtime`` (local: a float) or ``LastModified`` (S3: a datetime)."""
+    value = info.get("mtime") or info.get("LastModified")
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return float(value) if isinstance(value, int | float) else None
+
+
 def group_runs(fs: fsspec.AbstractFileSystem, root: str, files: dict[str, dict[str, Any]]) -> list[RunSource]:
     """Group listed files (path → fsspec info with ``size`` and ``ETag``/``mtime``) under ``root`` into runs."""
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
@@ -73,6 +82,7 @@ def group_runs(fs: fsspec.AbstractFileSystem, root: str, files: dict[str, dict[s
                 trace_id=trace_id,
                 size_bytes=int(info.get("size") or 0),
                 etag=str(info.get("ETag") or info.get("etag") or info.get("mtime") or "") or None,
+                modified=_modified(info),
             )
             for (path, info), trace_id in zip(entries, ids, strict=True)
         )

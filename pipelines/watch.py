@@ -19,11 +19,17 @@ kinds of listing passes:
 
 The cursor holds the greatest key seen, the tick count and one 16-hex-digit fingerprint per run
 (about 40 bytes a run: 400 kB at 10,000 runs). It never holds file lists.
+
+On a local (or mounted) folder the profiler writes each file in place, so a pass could see one
+half written. A run with a file modified within ``settle_s`` seconds is left **settling**: not
+reported, and its last fingerprint kept, so a later pass reports it once its files are still.
+Object stores show an object only once its upload is complete, so there every run is settled.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +38,7 @@ import orjson
 
 from pipelines.identity import TraceFile
 from pipelines.sources import RunSource, discover_runs, group_runs
-from pipelines.storage import filesystem
+from pipelines.storage import filesystem, is_local
 
 _MASK = (1 << 64) - 1
 
@@ -111,9 +117,14 @@ def _greatest_key(runs: list[RunSource], floor: str) -> str:
 
 
 def scan(
-    source_url: str, options: dict[str, Any] | None, state: WatchState, *, full_pass_every: int = 10
-) -> tuple[list[RunChange], WatchState]:
-    """List the source and return the runs whose file sets changed, with the next state.
+    source_url: str,
+    options: dict[str, Any] | None,
+    state: WatchState,
+    *,
+    full_pass_every: int = 10,
+    settle_s: float = 0,
+) -> tuple[list[RunChange], WatchState, list[str]]:
+    """List the source; return the runs whose file sets changed, the next state, and the runs still settling.
 
     A full pass runs on the first tick, every ``full_pass_every`` ticks, and always on stores
     without ``StartAfter`` (local folders, where listing is cheap); otherwise only new keys are listed.
@@ -129,13 +140,25 @@ def scan(
     else:
         runs = group_runs(fs, root, _list_after(fs, root, state.after))
         seen = {r.run_id: fingerprint(r.traces, state.runs.get(r.run_id, "0" * 16)) for r in runs}
+    settling = _settling(runs, settle_s) if settle_s > 0 and is_local(fs) else []
     urls = {r.run_id: r.url for r in runs}
     changes = [
         RunChange(run_id, urls[run_id], fp, run_id not in state.runs)
         for run_id, fp in sorted(seen.items())
-        if state.runs.get(run_id) != fp
+        if state.runs.get(run_id) != fp and run_id not in settling
     ]
     known = seen if full else {**state.runs, **seen}
+    for run_id in settling:  # compared again, against what was last reported, once still
+        if run_id in state.runs:
+            known[run_id] = state.runs[run_id]
+        else:
+            del known[run_id]
     after = _greatest_key(runs, "" if full else state.after)
-    return changes, replace(state, runs=known, after=after, ticks=state.ticks + 1)
+    return changes, replace(state, runs=known, after=after, ticks=state.ticks + 1), settling
+
+
+def _settling(runs: list[RunSource], settle_s: float) -> list[str]:
+    """The runs with a file modified less than ``settle_s`` seconds ago."""
+    cutoff = time.time() - settle_s
+    return [r.run_id for r in runs if any(t.modified is not None and t.modified > cutoff for t in r.traces)]
 
