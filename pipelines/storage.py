@@ -9,8 +9,6 @@ from typing import Any
 import fsspec
 from fsspec.core import url_to_fs
 
-_SECRET_KEYS = ("secret", "token", "password", "key")
-
 
 def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return fsspec options for ``url``: explicit ``options`` win over the AWS environment.
@@ -76,11 +74,3 @@ def describe_error(exc: BaseException) -> str:
     """One redacted line for a storage error: its type and message."""
     message = " ".join(str(exc).split()) or type(exc).__name__
     return redact(f"{type(exc).__name__}: {message}")
-
-
-def redact_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Copy of fsspec options with secret values replaced, for logs and metadata."""
-    return {
-        k: ("***" if any(s in k.lower() for s in _SECRET_KEYS) else v)
-        for k, v in options.items()
-    }
