@@ -4,7 +4,8 @@
 -- tree 'tb_plugin': Operator ranges, ProfilerStep#N, nccl:/gloo: annotations and nn.Module python functions per tid,
 -- as torch-tb-profiler's op tree (event_parser.py, op_tree.py). O(n log n): one +1/-1 sweep gives the depth and
 -- last_pos (the last range starting before this one ends), which bounds the subtree, whose members are the
--- contiguous positions pos .. last_pos; a running max per depth finds the parent, the nearest range one level up.
+-- contiguous positions pos .. last_pos; the last first child per depth gives the parent, the nearest range one
+-- level up.
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children; torch-tb-profiler 0.4.3 op_tree.py
 with
 
@@ -104,34 +105,38 @@ with_depth as (
 ),
 
 -- The parent is the nearest range before this one (in pos) at depth - 1. Depth rises by at most one per position,
--- so a node right after a range one level up is its first child (that range is the parent), and any later node at
--- the same depth shares the parent of the last first child before it.
+-- so a node right after a range one level up is its first child (that range, its anchor, is the parent), and any
+-- later node at the same depth shares the anchor of the last first child before it. Anchors travel as values
+-- (lag, then last_value per depth): no self-join of the tree.
 first_children as (
-    select node.thread_no, node.pos, node.depth, if(previous.depth = node.depth - 1, previous.pos, null) as anchor_pos
-    from with_depth as node
-    left join with_depth as previous
-        on previous.thread_no = node.thread_no
-        and previous.pos = node.pos - 1
+    select
+        *,
+        if(
+            lag(depth) over by_pos = depth - 1,
+            {'event_idx': lag(event_idx) over by_pos, 'name_no': lag(name_no) over by_pos,
+             'is_operator': lag(is_operator) over by_pos},
+            null
+        ) as anchor
+    from with_depth
+    window by_pos as (partition by thread_no order by pos)
 ),
 
-parent_positions as (
+parents as (
     select
-        thread_no, pos,
-        max(anchor_pos) over (partition by thread_no, depth order by pos rows unbounded preceding) as parent_pos
+        *,
+        last_value(anchor ignore nulls) over (
+            partition by thread_no, depth order by pos rows unbounded preceding
+        ) as parent
     from first_children
 ),
 
 linked as (
     select
-        node.*,
+        * exclude (anchor, parent),
         parent.event_idx as parent_event_idx,
         parent.name_no as parent_name_no,
         parent.is_operator as parent_is_operator
-    from with_depth as node
-    join parent_positions using (thread_no, pos)
-    left join with_depth as parent
-        on parent.thread_no = node.thread_no
-        and parent.pos = parent_positions.parent_pos
+    from parents
 ),
 
 child_counts as (
