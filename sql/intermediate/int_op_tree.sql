@@ -1,5 +1,6 @@
--- One row per host range in each of two op trees, with its nesting depth, parent and subtree extent, built per
--- thread by time containment ([ts, end) nests in its parent; ties: earlier start, then longer, then trace order).
+-- One row per host range in each of two op trees, with its nesting depth, parent (and the parent's end) and subtree
+-- extent, built per thread by time containment ([ts, end) nests in its parent; ties: earlier start, then longer,
+-- then trace order).
 -- tree 'torch': cpu_op and user_annotation ranges per (pid, tid), as torch's key_averages nests FunctionEvents.
 -- tree 'tb_plugin': Operator ranges, ProfilerStep#N, nccl:/gloo: annotations and nn.Module python functions per tid,
 -- as torch-tb-profiler's op tree (event_parser.py, op_tree.py). O(n log n): one +1/-1 sweep gives the depth and
@@ -113,8 +114,8 @@ first_children as (
         *,
         if(
             lag(depth) over by_pos = depth - 1,
-            {'event_idx': lag(event_idx) over by_pos, 'name_no': lag(name_no) over by_pos,
-             'is_operator': lag(is_operator) over by_pos},
+            {'event_idx': lag(event_idx) over by_pos, 'end_ns': lag(end_ns) over by_pos,
+             'name_no': lag(name_no) over by_pos, 'is_operator': lag(is_operator) over by_pos},
             null
         ) as anchor
     from with_depth
@@ -134,6 +135,7 @@ linked as (
     select
         * exclude (anchor, parent),
         parent.event_idx as parent_event_idx,
+        parent.end_ns as parent_end_ns,
         parent.name_no as parent_name_no,
         parent.is_operator as parent_is_operator
     from parents
@@ -148,6 +150,7 @@ tree as (
         linked.depth,
         linked.pos,
         linked.parent_event_idx,
+        linked.parent_end_ns,
         linked.last_pos,
         coalesce(
             count(*) over (partition by linked.thread_no, linked.parent_event_idx) = 1
@@ -179,6 +182,7 @@ select
     tree.depth,
     tree.pos,
     tree.parent_event_idx,
+    tree.parent_end_ns,
     tree.last_pos,
     tree.merged_into_parent
 from tree

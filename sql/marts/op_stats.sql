@@ -35,14 +35,10 @@ launched as (
 -- can end after the op that started them, which would otherwise make the parent's self time negative.
 children as (
     select
-        child.trace_id, child.tree, child.thread_key, child.parent_event_idx as event_idx,
-        sum(greatest(0, least(child.end_ns, parent.end_ns) - child.ts_ns)) as children_ns
-    from nodes as child
-    join nodes as parent
-        on parent.trace_id = child.trace_id
-        and parent.tree = child.tree
-        and parent.thread_key = child.thread_key
-        and parent.event_idx = child.parent_event_idx
+        trace_id, tree, thread_key, parent_event_idx as event_idx,
+        sum(greatest(0, least(end_ns, parent_end_ns) - ts_ns)) as children_ns
+    from nodes
+    where parent_event_idx is not null
     group by all
 ),
 
@@ -59,25 +55,14 @@ node_self as (
         and launched.external_id = nodes.external_id
 ),
 
--- A subtree is the contiguous run of positions pos .. last_pos, so its device time is a difference of prefix sums.
-prefix as (
+-- A subtree is the contiguous run of positions pos .. last_pos: its device time is one window frame.
+node_totals as (
     select
         *,
         sum(self_device_ns) over (
-            partition by trace_id, thread_key order by pos rows unbounded preceding
-        ) as device_through_ns
+            partition by trace_id, thread_key order by pos rows between current row and last_pos - pos following
+        ) as device_total_ns
     from node_self
-),
-
-node_totals as (
-    select
-        node.*,
-        subtree_end.device_through_ns - node.device_through_ns + node.self_device_ns as device_total_ns
-    from prefix as node
-    join prefix as subtree_end
-        on subtree_end.trace_id = node.trace_id
-        and subtree_end.thread_key = node.thread_key
-        and subtree_end.pos = node.last_pos
 )
 
 select
