@@ -141,6 +141,13 @@ linked as (
     from parents
 ),
 
+child_counts as (
+    select thread_no, parent_event_idx as event_idx, count(*) as child_count
+    from linked
+    where parent_event_idx is not null
+    group by all
+),
+
 tree as (
     select
         threads.tree,
@@ -153,13 +160,16 @@ tree as (
         linked.parent_end_ns,
         linked.last_pos,
         coalesce(
-            count(*) over (partition by linked.thread_no, linked.parent_event_idx) = 1
+            siblings.child_count = 1
             and linked.parent_name_no = linked.name_no
             and (threads.tree = 'torch' or (linked.is_plain_operator and linked.parent_is_operator)),
             false
         ) as merged_into_parent
     from linked
     join threads using (thread_no)
+    left join child_counts as siblings
+        on siblings.thread_no = linked.thread_no
+        and siblings.event_idx = linked.parent_event_idx
 )
 
 -- merged_into_parent: the only child of a same-name parent, which both anchors fold into that parent
