@@ -106,9 +106,9 @@ with_depth as (
 ),
 
 -- The parent is the nearest range before this one (in pos) at depth - 1. Depth rises by at most one per position,
--- so a node right after a range one level up is its first child (that range, its anchor, is the parent), and any
--- later node at the same depth shares the anchor of the last first child before it. Anchors travel as values
--- (lag, then last_value per depth): no self-join of the tree.
+-- so a node right after a range one level up is its first child (that range is the parent), and any later node at
+-- the same depth shares the parent of the last first child before it. Parents travel as values (lag, then
+-- last_value per depth): no self-join of the tree.
 first_children as (
     select
         *,
@@ -117,7 +117,7 @@ first_children as (
             {'event_idx': lag(event_idx) over by_pos, 'end_ns': lag(end_ns) over by_pos,
              'name_no': lag(name_no) over by_pos, 'is_operator': lag(is_operator) over by_pos},
             null
-        ) as anchor
+        ) as first_child_parent
     from with_depth
     window by_pos as (partition by thread_no order by pos)
 ),
@@ -125,7 +125,7 @@ first_children as (
 parents as (
     select
         *,
-        last_value(anchor ignore nulls) over (
+        last_value(first_child_parent ignore nulls) over (
             partition by thread_no, depth order by pos rows unbounded preceding
         ) as parent
     from first_children
@@ -133,7 +133,7 @@ parents as (
 
 linked as (
     select
-        * exclude (anchor, parent),
+        * exclude (first_child_parent, parent),
         parent.event_idx as parent_event_idx,
         parent.end_ns as parent_end_ns,
         parent.name_no as parent_name_no,
