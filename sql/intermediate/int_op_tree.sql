@@ -42,20 +42,23 @@ tree_nodes as not materialized (
 ),
 
 -- Integers per (tree, trace, thread) and per name: the tree is built on narrow integer rows (sorts and joins
--- carry no strings), and the wide columns join back once at the end.
+-- carry no strings), and the wide columns join back once at the end. Numbers, positions and depths are cast to
+-- 32 bits: row_number() gives 64 and sum() 128, which widen every sort, window and join after them (about a
+-- fifth of the buffer and of the time).
 threads as materialized (
-    select tree, trace_id, thread_key, row_number() over (order by tree, trace_id, thread_key) as thread_no
+    select tree, trace_id, thread_key, row_number() over (order by tree, trace_id, thread_key)::integer as thread_no
     from (select distinct tree, trace_id, thread_key from tree_nodes)
 ),
 
 names as materialized (
-    select name, row_number() over (order by name) as name_no
+    select name, row_number() over (order by name)::integer as name_no
     from (select distinct name from host_ranges)
 ),
 
 nodes as (
     select
-        threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.end_ns, tree_nodes.dur_ns,
+        threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.end_ns,
+        tree_nodes.dur_ns > 0 as has_length,
         names.name_no,
         tree_nodes.kind = 'op' as is_operator,
         tree_nodes.kind = 'op' and not starts_with(tree_nodes.name, 'ProfilerStep#') as is_plain_operator
@@ -65,7 +68,7 @@ nodes as (
 ),
 
 ordered as (
-    select *, row_number() over (partition by thread_no order by ts_ns, end_ns desc, event_idx) as pos
+    select *, row_number() over (partition by thread_no order by ts_ns, end_ns desc, event_idx)::integer as pos
     from nodes
 ),
 
@@ -73,19 +76,19 @@ ordered as (
 -- anything, so they add 0) gives at a start its depth, and at an end the number of ranges starting before it,
 -- which is the subtree's last position since pos orders by start.
 edges as (
-    select thread_no, ts_ns as t, 1 as edge_order, pos, if(dur_ns > 0, 1, 0) as delta
+    select thread_no, ts_ns as t, 1 as edge_order, pos, if(has_length, 1, 0) as delta
     from ordered
     union all
     select thread_no, end_ns as t, 0 as edge_order, pos, -1 as delta
     from ordered
-    where dur_ns > 0
+    where has_length
 ),
 
 sweep as (
     select
         thread_no, pos, edge_order,
-        sum(delta) over running - delta as depth,
-        sum(edge_order) over running as starts_before
+        (sum(delta) over running)::integer - delta as depth,
+        (sum(edge_order) over running)::integer as starts_before
     from edges
     window running as (partition by thread_no order by t, edge_order, pos rows unbounded preceding)
 ),
@@ -108,7 +111,8 @@ with_depth as (
 -- The parent is the nearest range before this one (in pos) at depth - 1. Depth rises by at most one per position,
 -- so a node right after a range one level up is its first child (that range is the parent), and any later node at
 -- the same depth shares the parent of the last first child before it. Parents travel as values (lag, then
--- last_value per depth): no self-join of the tree.
+-- last_value per depth), and an only child is a first child whose next node at its depth is another first child
+-- (or none): no self-join of the tree, no count of children.
 first_children as (
     select
         *,
@@ -125,10 +129,11 @@ first_children as (
 parents as (
     select
         *,
-        last_value(first_child_parent ignore nulls) over (
-            partition by thread_no, depth order by pos rows unbounded preceding
-        ) as parent
+        last_value(first_child_parent ignore nulls) over (by_depth rows unbounded preceding) as parent,
+        first_child_parent is not null and coalesce(lead(first_child_parent is not null) over by_depth, true)
+            as only_child
     from first_children
+    window by_depth as (partition by thread_no, depth order by pos)
 ),
 
 linked as (
@@ -139,13 +144,6 @@ linked as (
         parent.name_no as parent_name_no,
         parent.is_operator as parent_is_operator
     from parents
-),
-
-child_counts as (
-    select thread_no, parent_event_idx as event_idx, count(*) as child_count
-    from linked
-    where parent_event_idx is not null
-    group by all
 ),
 
 tree as (
@@ -159,17 +157,12 @@ tree as (
         linked.parent_event_idx,
         linked.parent_end_ns,
         linked.last_pos,
-        coalesce(
-            siblings.child_count = 1
+        linked.only_child
             and linked.parent_name_no = linked.name_no
-            and (threads.tree = 'torch' or (linked.is_plain_operator and linked.parent_is_operator)),
-            false
-        ) as merged_into_parent
+            and (threads.tree = 'torch' or (linked.is_plain_operator and linked.parent_is_operator))
+            as merged_into_parent
     from linked
     join threads using (thread_no)
-    left join child_counts as siblings
-        on siblings.thread_no = linked.thread_no
-        and siblings.event_idx = linked.parent_event_idx
 )
 
 -- merged_into_parent: the only child of a same-name parent, which both anchors fold into that parent
