@@ -9,7 +9,7 @@ with
 -- Only traces with steps have segments. They are numbered, so that grouping, partitioning and sorting carry no
 -- strings.
 traces as materialized (
-    select run_id, trace_id, row_number() over (order by run_id, trace_id) as trace_no
+    select run_id, trace_id, row_number() over (order by run_id, trace_id)::integer as trace_no
     from (select distinct run_id, trace_id from int_steps)
 ),
 
@@ -64,7 +64,7 @@ slab_widths as (
 ),
 
 slabbed as (
-    select points.*, (points.t - slab_widths.first_t) >> slab_widths.slab_shift as slab
+    select points.*, ((points.t - slab_widths.first_t) >> slab_widths.slab_shift)::integer as slab
     from points
     join slab_widths using (trace_no)
 ),
