@@ -151,6 +151,7 @@ tree as (
         threads.tree,
         threads.trace_id,
         threads.thread_key,
+        linked.thread_no,
         linked.event_idx,
         linked.depth,
         linked.pos,
@@ -175,6 +176,8 @@ select
     node.pid,
     node.tid,
     tree.thread_key,
+    -- numbers (tree, trace, thread_key) within this build: an integer to partition and join by
+    tree.thread_no,
     node.event_idx,
     node.name,
     node.cat,

@@ -35,7 +35,7 @@ launched as (
 -- can end after the op that started them, which would otherwise make the parent's self time negative.
 children as (
     select
-        trace_id, tree, thread_key, parent_event_idx as event_idx,
+        thread_no, parent_event_idx as event_idx,
         sum(greatest(0, least(end_ns, parent_end_ns) - ts_ns)) as children_ns
     from nodes
     where parent_event_idx is not null
@@ -49,7 +49,7 @@ node_self as (
         coalesce(launched.device_ns, 0) as self_device_ns,
         nodes.merged_into_parent as is_dup
     from nodes
-    left join children using (trace_id, tree, thread_key, event_idx)
+    left join children using (thread_no, event_idx)
     left join launched
         on launched.trace_id = nodes.trace_id
         and launched.external_id = nodes.external_id
@@ -60,7 +60,7 @@ node_totals as (
     select
         *,
         sum(self_device_ns) over (
-            partition by trace_id, thread_key order by pos rows between current row and last_pos - pos following
+            partition by thread_no order by pos rows between current row and last_pos - pos following
         ) as device_total_ns
     from node_self
 )
