@@ -18,7 +18,8 @@ device_events as (
     select
         run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation,
         case
-            when regexp_matches(name, '^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)') then 'OTHER'
+            when name like 'nccl%Kernel%' or contains(name, 'Memcpy') or starts_with(name, 'Memset')
+                or contains(name, 'Sync') then 'OTHER'
             else 'COMPUTATION'
         end as kernel_type,
         event_idx,
