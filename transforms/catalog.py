@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,24 +98,34 @@ def default_catalog_path(lake: Lake) -> Path | None:
     return Path(lake.root) / CATALOG_NAME if is_local(lake.fs) else None
 
 
+@contextmanager
+def catalog_lock(path: Path) -> Iterator[None]:
+    """Hold the lock of the catalog file ``path``: one writer at a time, across threads and processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def write_catalog(lake: Lake, path: Path) -> Path:
     """Write a DuckDB database file holding one view per lake table, for the DuckDB CLI, DBeaver or notebooks.
 
     The views name the committed files literally (a DuckDB file cannot hold the manifests'
     logic), so the file is rewritten after every commit; it is written beside ``path`` and
-    renamed over it, so readers never see a half-written catalog. When two runs commit at once,
-    the later rename wins and may lack the other run until the next commit. Views over ``s3://`` need
-    DuckDB's httpfs extension and AWS settings in the client that opens the file.
+    renamed over it, so readers never see a half-written catalog. Writers take turns
+    (:func:`catalog_lock`) and each lists the manifests only once it is its turn, so when two runs
+    commit at once the later catalog holds both. Views over ``s3://`` need DuckDB's httpfs
+    extension and AWS settings in the client that opens the file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    Path(staging).unlink()  # DuckDB creates the file itself
-    with duckdb.connect(staging) as con:
-        for layer in LAYERS:
-            for table, urls in sorted(lake.committed_files(layer).items()):
-                con.execute(_view_sql(table, "[" + ", ".join(_literal(u) for u in urls) + "]")).fetchall()
-    Path(staging).replace(path)
+    with catalog_lock(path):
+        fd, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        Path(staging).unlink()  # DuckDB creates the file itself
+        with duckdb.connect(staging) as con:
+            for layer in LAYERS:
+                for table, urls in sorted(lake.committed_files(layer).items()):
+                    con.execute(_view_sql(table, "[" + ", ".join(_literal(u) for u in urls) + "]")).fetchall()
+        Path(staging).replace(path)
     return path
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import duckdb
 import polars as pl
 
-from transforms.catalog import CATALOG_NAME, open_lake, open_lake_polars
+from pipelines.ingest import ingest_run
+from pipelines.lake import Lake
+from pipelines.sources import discover_runs
+from transforms.catalog import CATALOG_NAME, catalog_lock, open_lake, open_lake_polars, write_catalog
 
 COUNTS = "select run_id, count(*) from kernels group by run_id order by run_id"
 
@@ -35,3 +40,19 @@ def test_polars_lazy_frames_match_sql(example_lake):
     assert counts.rows() == open_lake(str(example_lake)).execute(COUNTS).fetchall()
     assert tables["traces"].collect_schema().names()[0] == "run_id"
     assert tables["runs"].select(pl.len()).collect().item() == 4
+
+
+def test_a_catalog_write_that_waits_its_turn_includes_a_run_committed_meanwhile(shared_traces, tmp_path):
+    runs = {r.run_id: r for r in discover_runs(str(shared_traces))}
+    lake = Lake(str(tmp_path / "lake"))
+    ingest_run(runs["simple_add"], lake)
+    path = tmp_path / "lake" / CATALOG_NAME
+    with catalog_lock(path):  # another run's writer is busy with the catalog
+        writer = threading.Thread(target=write_catalog, args=(lake, path))
+        writer.start()
+        ingest_run(runs["cuda_sync"], lake)  # a second run commits while the first waits
+        assert writer.is_alive(), "write_catalog did not wait for the lock"
+    writer.join(timeout=60)
+    with duckdb.connect(str(path), read_only=True) as con:
+        catalog_runs = con.execute("select distinct run_id from traces order by run_id").fetchall()
+    assert catalog_runs == [("cuda_sync",), ("simple_add",)]
