@@ -213,8 +213,7 @@ class EventChunker:
             return
         keys = ", ".join(list(document)[:6]) if isinstance(document, dict) else type(document).__name__
         self._problem("not_a_kineto_trace", f"valid JSON but not a Kineto trace: no traceEvents (found: {keys})")
-        return
-        yield  # pragma: no cover - makes this a generator
+        yield from ()  # no events: a generator that yields nothing
 
     def _decode(self, data: bytes) -> Any:
         """orjson-decode ``data``; on invalid UTF-8 decode a repaired copy and record it; None if invalid."""
