@@ -18,14 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from pipelines import PARSER_VERSION
 from pipelines.identity import TraceFile, claim_rank
 from pipelines.lake import Lake, Manifest, new_version
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
-from pipelines.rows import write_rows
+from pipelines.rows import small_statements, write_rows
 from pipelines.sources import RunSource
 from pipelines.storage import filesystem
 
@@ -168,7 +166,7 @@ def _row_counts(files: dict[str, Path]) -> dict[str, int]:
     """Rows in each table's Parquet file, from the footers (DuckDB: importing pyarrow costs ~0.2 s)."""
     if not files:  # the trace could not be parsed at all
         return {}
-    with duckdb.connect() as con:
+    with small_statements() as con:
         counts = dict(
             con.execute(
                 "select file_name, sum(num_rows) from parquet_file_metadata($files) group by all",

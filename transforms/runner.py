@@ -74,11 +74,10 @@ def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
 
 def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """``sum()`` of BIGINT is HUGEINT, which Parquet stores as DOUBLE: keep integer ns and bytes int64."""
-    columns = con.execute(
-        "select column_name from duckdb_columns() where table_name = $t and data_type = 'HUGEINT'", {"t": table}
-    ).fetchall()
-    for (column,) in columns:
-        con.execute(f'alter table {table} alter "{column}" type bigint').fetchall()
+    relation = con.table(table)  # its types, without scanning the catalog as duckdb_columns() does
+    for column, kind in zip(relation.columns, relation.dtypes, strict=True):
+        if str(kind) == "HUGEINT":
+            con.execute(f'alter table {table} alter "{column}" type bigint').fetchall()
 
 
 def _write_mart(con: duckdb.DuckDBPyConnection, model: SqlModel, local: Path, root: Path) -> MartResult:
