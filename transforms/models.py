@@ -103,12 +103,12 @@ def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:
     root = sql_root or default_sql_root()
     paths = [path for layer in LAYERS for path in sorted((root / layer).glob("*.sql"))]
     stamps = tuple((path, path.stat().st_mtime_ns, path.stat().st_size) for path in paths)
-    return dict(_parse_models(root, stamps))  # a copy: the cached dict stays as parsed
+    return dict(_parse_models(stamps))  # a copy: the cached dict stays as parsed
 
 
 @functools.lru_cache(maxsize=8)
-def _parse_models(root: Path, stamps: tuple[tuple[Path, int, int], ...]) -> dict[str, SqlModel]:
-    """The models of ``root``'s files (``stamps``: path, mtime and size of each): ~65 ms, once per version."""
+def _parse_models(stamps: tuple[tuple[Path, int, int], ...]) -> dict[str, SqlModel]:
+    """The models of the files ``stamps`` names (path, mtime and size of each): ~65 ms, once per version."""
     files = [(path.parent.name, path) for path, _, _ in stamps]
     sqls = [path.read_text() for _, path in files]
     models: dict[str, SqlModel] = {}
