@@ -99,21 +99,18 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
 
 
 def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:
-    """Every model under ``sql_root``, by name; parsed again only when a file was added, removed or changed."""
+    """Every model under ``sql_root``, by name; parsed again only when a file was added, removed or edited."""
     root = sql_root or default_sql_root()
-    paths = [path for layer in LAYERS for path in sorted((root / layer).glob("*.sql"))]
-    stamps = tuple((path, path.stat().st_mtime_ns, path.stat().st_size) for path in paths)
-    return dict(_parse_models(stamps))  # a copy: the cached dict stays as parsed
+    files = tuple((path, path.read_text()) for layer in LAYERS for path in sorted((root / layer).glob("*.sql")))
+    return dict(_parse_models(files))  # a copy: the cached dict stays as parsed
 
 
 @functools.lru_cache(maxsize=8)
-def _parse_models(stamps: tuple[tuple[Path, int, int], ...]) -> dict[str, SqlModel]:
-    """The models of the files ``stamps`` names (path, mtime and size of each): ~65 ms, once per version."""
-    files = [(path.parent.name, path) for path, _, _ in stamps]
-    sqls = [path.read_text() for _, path in files]
+def _parse_models(files: tuple[tuple[Path, str], ...]) -> dict[str, SqlModel]:
+    """The models of ``files`` (path and text of each): parsing takes ~65 ms, so once per version of the files."""
     models: dict[str, SqlModel] = {}
-    for (layer, path), sql, tree in zip(files, sqls, syntax_trees(sqls), strict=True):
-        model = parse_model(path, layer, sql, tree)
+    for (path, sql), tree in zip(files, syntax_trees([sql for _, sql in files]), strict=True):
+        model = parse_model(path, path.parent.name, sql, tree)
         if model.name in models:
             raise ValueError(f"{path}: model name {model.name} is already used by {models[model.name].path}")
         models[model.name] = model

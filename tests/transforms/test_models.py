@@ -75,3 +75,14 @@ def test_a_model_that_does_not_parse_is_named(tmp_path: Path) -> None:
     (tmp_path / "marts" / "broken.sql").write_text("-- grain: run_id\nselect from where\n")
     with pytest.raises(ValueError, match=r"broken\.sql: SQL does not parse: syntax error"):
         discover_models(tmp_path)
+
+
+def test_an_edited_model_is_parsed_again(tmp_path: Path) -> None:
+    (tmp_path / "marts").mkdir()
+    model = tmp_path / "marts" / "kernel_count.sql"
+    model.write_text("-- grain: run_id\nselect run_id, count(*) as n from kernels group by run_id\n")
+    assert discover_models(tmp_path)["kernel_count"].deps == {"kernels"}
+    model.write_text("-- grain: run_id\nselect run_id, count(*) as n from cpu_ops group by run_id\n")
+    assert discover_models(tmp_path)["kernel_count"].deps == {"cpu_ops"}
+    (tmp_path / "marts" / "op_count.sql").write_text("-- grain: run_id\nselect run_id from cpu_ops\n")
+    assert set(discover_models(tmp_path)) == {"kernel_count", "op_count"}
