@@ -72,13 +72,14 @@ def default_resources() -> dict[str, dg.ConfigurableResource]:
     """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS, TRACELAKE_CATALOG,
     TRACELAKE_FULL_PASS_EVERY and TRACELAKE_SETTLE_S."""
     options = dg.EnvVar("TRACELAKE_STORAGE_OPTIONS") if "TRACELAKE_STORAGE_OPTIONS" in os.environ else ""
+    # set only where the variable is, so that an unset one leaves the field's own default
+    source_ints = {
+        field: dg.EnvVar.int(variable)
+        for field, variable in (("full_pass_every", "TRACELAKE_FULL_PASS_EVERY"), ("settle_seconds", "TRACELAKE_SETTLE_S"))
+        if variable in os.environ
+    }
     return {
-        "source": TraceSourceResource(
-            url=dg.EnvVar("TRACELAKE_SOURCE"),
-            storage_options_json=options,
-            full_pass_every=dg.EnvVar.int("TRACELAKE_FULL_PASS_EVERY") if "TRACELAKE_FULL_PASS_EVERY" in os.environ else 10,
-            settle_seconds=dg.EnvVar.int("TRACELAKE_SETTLE_S") if "TRACELAKE_SETTLE_S" in os.environ else 60,
-        ),
+        "source": TraceSourceResource(url=dg.EnvVar("TRACELAKE_SOURCE"), storage_options_json=options, **source_ints),
         "lake": LakeResource(
             url=dg.EnvVar("TRACELAKE_LAKE"),
             storage_options_json=options,
