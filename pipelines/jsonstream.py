@@ -122,6 +122,7 @@ class EventChunker:
         self._stream = stream
         self._chunk_bytes = chunk_bytes
         self._header = b""
+        self._events = bytearray()  # events read but not yet handed out, after an opening "["
         self.envelope = TraceEnvelope()
 
     def _read(self) -> bytes:
@@ -140,7 +141,7 @@ class EventChunker:
     def _problem(self, code: str, message: str, severity: str = "error") -> None:
         self.envelope.problems.append(StreamProblem(code, message, severity))
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[bytes | bytearray]:
         buf = bytearray()
         match = None
         while match is None:
@@ -154,37 +155,52 @@ class EventChunker:
         self.envelope.has_events_key = True
         self._header = bytes(buf[: match.start()])
         prefix = bytes(buf[: match.end()])
-        del buf[: match.end()]
+        buf[: match.end()] = b"["  # the events read so far, behind the opening of their JSON array
+        self._events = buf
+        del buf, match  # a match holds the buffer it searched, which becomes the first chunk
 
         kineto_layout = True
         while block := self._read():
-            buf += block
-            if kineto_layout and len(buf) >= self._chunk_bytes:
-                cut = buf.rfind(KINETO_BOUNDARY)
+            self._events += block
+            if kineto_layout and len(self._events) >= self._chunk_bytes:
+                cut = self._events.rfind(KINETO_BOUNDARY)
                 if cut < 0:
                     kineto_layout = False  # compact JSON: decoded whole at the end
                     continue
-                with memoryview(buf) as view:
-                    chunk = b"".join((b"[", view[: cut + 4], b"]"))  # one copy of the events
-                yield chunk
-                del buf[: cut + len(KINETO_BOUNDARY) - 1]
-        yield from self._finish(prefix, bytes(buf))
+                yield self._take_events(cut + 4, cut + len(KINETO_BOUNDARY) - 1)
+        yield from self._finish(prefix)
 
-    def _finish(self, prefix: bytes, tail: bytes) -> Iterator[bytes]:
+    def _take_events(self, end: int, rest: int) -> bytearray:
+        """The buffered events before ``end``, closed into a JSON array; the buffer keeps those from ``rest``.
+
+        The buffer itself is handed over, not copied, and it is returned rather than bound in the
+        generator's frame: it is freed as soon as its consumer lets go of it.
+        """
+        events = self._events
+        with memoryview(events) as view:
+            self._events = bytearray(b"[") + view[rest:]
+        del events[end:]
+        events += b"]"
+        return events
+
+    def _finish(self, prefix: bytes) -> Iterator[bytes | bytearray]:
         """The last events, and the keys that follow ``traceEvents`` decoded into the envelope.
 
         In libkineto's layout the events array ends with ``"\n  }\n  ]"``: the keys after it are
         decoded alone and the events passed on as they are. Otherwise (compact JSON, a truncated
         or broken end) the events are decoded here too, and salvaged if they must be.
         """
-        end = tail.rfind(_KINETO_EVENTS_END)
+        end = self._events.rfind(_KINETO_EVENTS_END)
         if end >= 0:
-            metadata = self._decode(self._header + b'"traceEvents": []' + tail[end + len(_KINETO_EVENTS_END) :])
+            keys = self._events[end + len(_KINETO_EVENTS_END) :]
+            metadata = self._decode(self._header + b'"traceEvents": []' + keys)
             if isinstance(metadata, dict):
                 metadata.pop("traceEvents", None)
                 self.envelope.metadata = metadata
-                yield b"[" + tail[: end + 4] + b"]"
+                yield self._take_events(end + 4, len(self._events))
                 return
+        tail = bytes(memoryview(self._events)[1:])  # without the "[" put in front
+        self._events = bytearray()
         document = self._decode(prefix + tail)
         if isinstance(document, dict) and isinstance(document.get("traceEvents"), list):
             events = document.pop("traceEvents")

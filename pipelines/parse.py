@@ -65,7 +65,7 @@ def _connect(workdir: Path, settings: ParseSettings) -> duckdb.DuckDBPyConnectio
     return con
 
 
-def _rename_colliding_keys(chunk: bytes) -> bytes:
+def _rename_colliding_keys(chunk: bytes | bytearray) -> bytes | bytearray:
     for old, new in KEY_RENAMES.items():
         if old in chunk:
             chunk = chunk.replace(old, new)
@@ -138,7 +138,7 @@ class _EventLoader:
         for table in _STAGE_QUERIES:
             (self._parts / table).mkdir(parents=True, exist_ok=True)
 
-    def load(self, chunks: Iterable[bytes]) -> None:
+    def load(self, chunks: Iterable[bytes | bytearray]) -> None:
         """Load every chunk; with no events at all, an empty one so every table gets its columns."""
         offset: Future[int] = Future()
         offset.set_result(0)
@@ -146,7 +146,9 @@ class _EventLoader:
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-chunk") as pool:
             try:
                 index = -1
-                for index, chunk in enumerate(chunks):
+                # Not ``enumerate``: its cached result tuple would hold each chunk's bytes until the next.
+                for chunk in chunks:
+                    index += 1
                     path = self._workdir / f"chunk-{index:06d}.json"
                     path.write_bytes(_rename_colliding_keys(chunk))  # the bytes are freed before decoding
                     del chunk
