@@ -1,6 +1,8 @@
 """The lake's layout and its commit protocol: a run's partition is replaced whole or not at all.
 
-Files go to ``LAKE/<layer>/<table>/run_id=<run_id>/<version>-<name>.parquet``. A write uploads
+Files go to ``LAKE/<layer>/<table>/run_id=<run_id>/<version>-s<schema>-<name>.parquet``, where
+``<schema>`` hashes the file's column names and types: readers bind each group of files that
+share one from a single footer, instead of every file's (see :func:`schema_groups`). A write uploads
 every new file first and then commits by writing one manifest,
 ``LAKE/_manifests/<layer>/<run_id>.json``, in a single PUT (object stores) or rename (local).
 Readers that go through the manifests (``tracelake sql``, ``open_lake``) only ever see committed
@@ -10,8 +12,10 @@ run, so plain Parquet globs over the lake also see exactly one version once a wr
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import posixpath
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -20,11 +24,13 @@ from typing import Any
 
 import orjson
 
+from pipelines.rows import small_statements
 from pipelines.storage import filesystem, full_url, is_local
 
 log = logging.getLogger(__name__)
 
 LAYERS = ("raw", "marts")
+_SCHEMA_TAG = re.compile(r"(?:^|/)v[^-/]+-s([0-9a-f]{12})-[^/]*$")  # <version>-s<schema>-<name>.parquet
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,26 @@ class Manifest:
     version: str
     committed_at: str
     tables: dict[str, list[str]]
+
+
+def schema_tag(local: Path) -> str:
+    """A short hash of a Parquet file's column names and types, as DuckDB reads them (not their nullability)."""
+    with small_statements() as con:
+        columns = con.execute("describe select * from read_parquet($path)", {"path": str(local)}).fetchall()
+    return hashlib.blake2b(repr([column[:2] for column in columns]).encode(), digest_size=6).hexdigest()
+
+
+def schema_groups(urls: list[str]) -> list[tuple[list[str], bool]]:
+    """``urls`` grouped by the schema tag in their names: (files, whether they share one schema) per group.
+
+    Files named without a tag (written before tags, or by hand) come last, as one group of
+    schemas unknown.
+    """
+    groups: dict[str | None, list[str]] = {}
+    for url in urls:
+        match = _SCHEMA_TAG.search(url)
+        groups.setdefault(match.group(1) if match else None, []).append(url)
+    return [(files, tag is not None) for tag, files in sorted(groups.items(), key=lambda group: group[0] is None)]
 
 
 def new_version() -> str:
@@ -82,7 +108,7 @@ class Lake:
         Invisible to readers until :meth:`commit` names it; a version never committed is removed
         by the run's next commit, so any process (a parse step on another machine) may upload.
         """
-        relative = posixpath.join(layer, table, f"run_id={run_id}", f"{version}-{name}.parquet")
+        relative = posixpath.join(layer, table, f"run_id={run_id}", f"{version}-s{schema_tag(local)}-{name}.parquet")
         self.fs.makedirs(posixpath.dirname(self._path(relative)), exist_ok=True)
         self.fs.put_file(str(local), self._path(relative))
         return relative

@@ -30,8 +30,8 @@ def small_statements() -> duckdb.DuckDBPyConnection:
     return _shared_database().cursor()
 
 
-def sql_path(path: Path) -> str:
-    """``path`` as a SQL string literal, for a COPY target or a glob (neither can be a parameter)."""
+def sql_path(path: Path | str) -> str:
+    """``path`` as a SQL string literal, for a COPY target, a glob or a view's files (none can be a parameter)."""
     return "'" + str(path).replace("'", "''") + "'"
 
 

@@ -14,7 +14,7 @@ import duckdb
 
 from pipelines.lake import LAYERS, Lake
 from pipelines.storage import is_local, storage_options_for
-from transforms.runner import connect
+from transforms.runner import connect, read_files_sql
 
 if TYPE_CHECKING:  # polars is imported on use: `tracelake ingest` and `import tracelake` need not pay for it
     import polars as pl
@@ -22,15 +22,13 @@ if TYPE_CHECKING:  # polars is imported on use: `tracelake ingest` and `import t
 CATALOG_NAME = "catalog.duckdb"
 
 
-def _view_sql(table: str, files: str) -> str:
-    """A view of ``table`` over the Parquet ``files`` (a DuckDB list expression), ``run_id`` first.
+def _create_view(con: duckdb.DuckDBPyConnection, layer: str, table: str, urls: list[str], *, literal: bool) -> None:
+    """A view of ``table`` over its Parquet files ``urls``, ``run_id`` first.
 
     ``run_id`` is a Hive partition column, so filters on it prune whole runs' files.
     """
-    return (
-        f"create or replace view {table} as select run_id, * exclude (run_id) "
-        f"from read_parquet({files}, hive_partitioning = true, union_by_name = true)"
-    )
+    files = read_files_sql(con, f"{layer}_{table}", urls, literal=literal, options=", hive_partitioning = true")
+    con.execute(f"create or replace view {table} as select run_id, * exclude (run_id) from ({files})").fetchall()
 
 
 def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]:
@@ -41,8 +39,7 @@ def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]
     names = []
     for layer in LAYERS:
         for table, urls in sorted(lake.committed_files(layer).items()):
-            con.execute(f"set variable files_{layer}_{table} = $urls", {"urls": urls}).fetchall()
-            con.execute(_view_sql(table, f"getvariable('files_{layer}_{table}')")).fetchall()
+            _create_view(con, layer, table, urls, literal=False)
             names.append(table)
     return names
 
@@ -124,10 +121,7 @@ def write_catalog(lake: Lake, path: Path) -> Path:
         with duckdb.connect(staging) as con:
             for layer in LAYERS:
                 for table, urls in sorted(lake.committed_files(layer).items()):
-                    con.execute(_view_sql(table, "[" + ", ".join(_literal(u) for u in urls) + "]")).fetchall()
+                    _create_view(con, layer, table, urls, literal=True)
         Path(staging).replace(path)
     return path
 
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

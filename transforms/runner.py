@@ -9,7 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.lake import Lake
+from pipelines.lake import Lake, schema_groups
+from pipelines.rows import sql_path
 from pipelines.storage import is_local
 from pipelines.tables import RAW_TABLES
 from transforms.checks import CheckResult, run_checks
@@ -49,16 +50,37 @@ def connect(lake: Lake, *, threads: int | None = None, memory_limit: str | None 
     return con
 
 
+def read_files_sql(
+    con: duckdb.DuckDBPyConnection, name: str, urls: list[str], *, literal: bool = False, options: str = ""
+) -> str:
+    """A query over the Parquet files ``urls`` of one table, whatever their schemas.
+
+    Each group of files that share a schema (:func:`schema_groups`) is read as one, so DuckDB
+    binds it from its first file's footer; the groups are put together by column name. Files of
+    unknown schema are read with ``union_by_name``, which reads every one of their footers. The
+    lists are session variables named after ``name`` (or, with ``literal``, written out, for a
+    view that must outlive the session).
+    """
+    reads = []
+    for index, (files, same_schema) in enumerate(schema_groups(urls) or [([], True)]):
+        if literal:
+            listed = "[" + ", ".join(sql_path(url) for url in files) + "]"
+        else:
+            con.execute(f"set variable files_{name}_{index} = $urls", {"urls": files}).fetchall()
+            listed = f"getvariable('files_{name}_{index}')"
+        by_name = "" if same_schema else ", union_by_name = true"
+        reads.append(f"select * from read_parquet({listed}{options}{by_name})")
+    return " union all by name ".join(reads)
+
+
 def register_run_tables(con: duckdb.DuckDBPyConnection, lake: Lake, layer: str, run_id: str) -> list[str]:
     """Create a view per committed table of ``run_id`` in ``layer``, with ``run_id`` as its first column."""
     files = lake.committed_files(layer, {run_id})
     con.execute("set variable run_id = $run_id", {"run_id": run_id}).fetchall()
     for table, urls in files.items():
-        con.execute(f"set variable files_{table} = $urls", {"urls": urls}).fetchall()
         con.execute(
             f"create or replace temp view {table} as "
-            f"select getvariable('run_id')::varchar as run_id, * "
-            f"from read_parquet(getvariable('files_{table}'), union_by_name = true)"
+            f"select getvariable('run_id')::varchar as run_id, * from ({read_files_sql(con, table, urls)})"
         ).fetchall()
     return sorted(files)
 

@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 
 from pipelines.ingest import ingest_run
-from pipelines.lake import Lake
+from pipelines.lake import Lake, schema_groups
 from pipelines.sources import discover_runs
 from transforms.catalog import CATALOG_NAME, catalog_lock, open_lake, open_lake_polars, write_catalog
 
@@ -56,3 +56,33 @@ def test_a_catalog_write_that_waits_its_turn_includes_a_run_committed_meanwhile(
     with duckdb.connect(str(path), read_only=True) as con:
         catalog_runs = con.execute("select distinct run_id from traces order by run_id").fetchall()
     assert catalog_runs == [("cuda_sync",), ("simple_add",)]
+
+
+def test_runs_written_with_different_schemas_read_as_one_view(tmp_path):
+    """Files are grouped by the schema tag in their names; the groups, and untagged files, unite by name."""
+    lake = Lake(str(tmp_path / "lake"))
+    selects = {
+        "a": "select 1::bigint as x, 'one' as y",
+        "b": "select 2::bigint as x, 'two' as y, 2.5::double as z",  # a later tracelake added a column
+        "c": "select 3::bigint as x, 'three' as y",
+    }
+    for run_id, select in selects.items():
+        local = tmp_path / f"{run_id}.parquet"
+        duckdb.sql(f"copy ({select}) to '{local}' (format parquet)")
+        lake.write_run("raw", run_id, {"widgets": [("t0", local)]})
+    # A file of a lake written before names carried a tag: columns in another order, another integer type.
+    legacy = "raw/widgets/run_id=legacy/v20250101T000000abcdef-t0.parquet"
+    (tmp_path / "lake" / legacy).parent.mkdir(parents=True)
+    duckdb.sql(f"copy (select 'four' as y, 4::integer as x) to '{tmp_path / 'lake' / legacy}' (format parquet)")
+    lake.commit("raw", "legacy", "v20250101T000000abcdef", {"widgets": [legacy]})
+
+    expected = [("a", 1, "one", None), ("b", 2, "two", 2.5), ("c", 3, "three", None), ("legacy", 4, "four", None)]
+    query = "select run_id, x, y, z from widgets order by run_id"
+    assert open_lake(str(tmp_path / "lake")).execute(query).fetchall() == expected
+    with duckdb.connect(str(write_catalog(lake, tmp_path / "catalog.duckdb")), read_only=True) as con:
+        assert con.execute(query).fetchall() == expected
+
+    groups = schema_groups(lake.committed_files("raw")["widgets"])
+    runs = [sorted(url.split("run_id=")[1].split("/")[0] for url in files) for files, _ in groups]
+    assert sorted(runs[:-1]) == [["a", "c"], ["b"]] and runs[-1] == ["legacy"]  # untagged files last
+    assert [same for _, same in groups] == [True, True, False]
