@@ -27,7 +27,7 @@ def _create_view(con: duckdb.DuckDBPyConnection, layer: str, table: str, urls: l
 
     ``run_id`` is a Hive partition column, so filters on it prune whole runs' files.
     """
-    files = read_files_sql(con, f"{layer}_{table}", urls, literal=literal, options=", hive_partitioning = true")
+    files = read_files_sql(con, f"{layer}_{table}", urls, literal=literal, hive=True)
     con.execute(f"create or replace view {table} as select run_id, * exclude (run_id) from ({files})").fetchall()
 
 

@@ -51,7 +51,7 @@ def connect(lake: Lake, *, threads: int | None = None, memory_limit: str | None 
 
 
 def read_files_sql(
-    con: duckdb.DuckDBPyConnection, name: str, urls: list[str], *, literal: bool = False, options: str = ""
+    con: duckdb.DuckDBPyConnection, name: str, urls: list[str], *, literal: bool = False, hive: bool = False
 ) -> str:
     """A query over the Parquet files ``urls`` of one table, whatever their schemas.
 
@@ -59,7 +59,7 @@ def read_files_sql(
     binds it from its first file's footer; the groups are put together by column name. Files of
     unknown schema are read with ``union_by_name``, which reads every one of their footers. The
     lists are session variables named after ``name`` (or, with ``literal``, written out, for a
-    view that must outlive the session).
+    view that must outlive the session). With ``hive``, ``run_id`` comes from the files' paths.
     """
     reads = []
     for index, (files, same_schema) in enumerate(schema_groups(urls) or [([], True)]):
@@ -68,8 +68,9 @@ def read_files_sql(
         else:
             con.execute(f"set variable files_{name}_{index} = $urls", {"urls": files}).fetchall()
             listed = f"getvariable('files_{name}_{index}')"
-        by_name = "" if same_schema else ", union_by_name = true"
-        reads.append(f"select * from read_parquet({listed}{options}{by_name})")
+        options = ", hive_partitioning = true" if hive else ""
+        options += "" if same_schema else ", union_by_name = true"
+        reads.append(f"select * from read_parquet({listed}{options})")
     return " union all by name ".join(reads)
 
 
