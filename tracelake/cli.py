@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="fsspec option for s3:// and other URLs (repeatable)")
     ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse gets cores/N DuckDB threads "
                         "(default 1: in-process, one trace after another with every core)")
+    ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a process of its own "
+                        "(default 1); for many small traces, the number of cores")
 
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
     sql.add_argument("query")
@@ -103,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         gc.freeze()
         try:
             return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
-                          parallelism=args.parallelism)
+                          parallelism=args.parallelism, jobs=args.jobs)
         finally:
             gc.unfreeze()
     if args.command == "sql":
