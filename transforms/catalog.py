@@ -31,17 +31,35 @@ def _create_view(con: duckdb.DuckDBPyConnection, layer: str, table: str, urls: l
     con.execute(f"create or replace view {table} as select run_id, * exclude (run_id) from ({files})").fetchall()
 
 
-def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]:
+def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake, *, literal: bool = False) -> None:
     """Create one view per table of every layer, named by the bare table name.
 
     Only files named by committed manifests are read, so an interrupted write is never visible.
+    A view binds by reading a footer, and a run rewritten meanwhile has had its older files
+    deleted: the views are then made again from the manifests as they are now. Only a failure
+    the lake's changes do not explain is raised. With ``literal`` the views name their files
+    (:func:`transforms.runner.read_files_sql`).
     """
-    names = []
-    for layer in LAYERS:
-        for table, urls in sorted(lake.committed_files(layer).items()):
-            _create_view(con, layer, table, urls, literal=False)
-            names.append(table)
-    return names
+    committed = _committed_files(lake)
+    while True:
+        con.begin()  # views of an attempt that fails are rolled back with it
+        try:
+            for layer, tables in committed.items():
+                for table, urls in sorted(tables.items()):
+                    _create_view(con, layer, table, urls, literal=literal)
+        except duckdb.IOException:
+            con.rollback()
+            latest = _committed_files(lake)
+            if latest == committed:
+                raise
+            committed = latest
+        else:
+            con.commit()
+            return
+
+
+def _committed_files(lake: Lake) -> dict[str, dict[str, list[str]]]:
+    return {layer: lake.committed_files(layer) for layer in LAYERS}
 
 
 def open_lake(url: str, options: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
@@ -119,9 +137,7 @@ def write_catalog(lake: Lake, path: Path) -> Path:
         os.close(fd)
         Path(staging).unlink()  # DuckDB creates the file itself
         with duckdb.connect(staging) as con:
-            for layer in LAYERS:
-                for table, urls in sorted(lake.committed_files(layer).items()):
-                    _create_view(con, layer, table, urls, literal=True)
+            register_lake_views(con, lake, literal=True)
         Path(staging).replace(path)
     return path
 

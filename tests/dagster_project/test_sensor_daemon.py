@@ -35,8 +35,14 @@ def _finished(instance: dg.DagsterInstance, count: int) -> bool:
     runs = instance.get_runs()
     failed = [r for r in runs if r.status == dg.DagsterRunStatus.FAILURE]
     if failed:
-        pytest.fail(f"run {failed[0].run_id} of {failed[0].tags.get('dagster/partition')} failed")
+        run = failed[0]
+        pytest.fail(f"run {run.run_id} of {run.tags.get('dagster/partition')} failed: {_step_errors(instance, run.run_id)}")
     return sum(r.status == dg.DagsterRunStatus.SUCCESS for r in runs) >= count
+
+
+def _step_errors(instance: dg.DagsterInstance, run_id: str) -> str:
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+    return "\n".join(record.dagster_event.step_failure_data.error.to_string() for record in records)
 
 
 def _sensor_ticks(instance: dg.DagsterInstance) -> int:

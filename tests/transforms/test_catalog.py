@@ -10,7 +10,14 @@ import polars as pl
 from pipelines.ingest import ingest_run
 from pipelines.lake import Lake, schema_groups
 from pipelines.sources import discover_runs
-from transforms.catalog import CATALOG_NAME, catalog_lock, open_lake, open_lake_polars, write_catalog
+from transforms.catalog import (
+    CATALOG_NAME,
+    catalog_lock,
+    open_lake,
+    open_lake_polars,
+    register_lake_views,
+    write_catalog,
+)
 
 COUNTS = "select run_id, count(*) from kernels group by run_id order by run_id"
 
@@ -86,3 +93,41 @@ def test_runs_written_with_different_schemas_read_as_one_view(tmp_path):
     runs = [sorted(url.split("run_id=")[1].split("/")[0] for url in files) for files, _ in groups]
     assert sorted(runs[:-1]) == [["a", "c"], ["b"]] and runs[-1] == ["legacy"]  # untagged files last
     assert [same for _, same in groups] == [True, True, False]
+
+
+class _RewrittenAfterListing(Lake):
+    """A lake where another writer rewrites run ``a`` just after this reader's first listing.
+
+    That is the moment that failed ingest runs in CI: a run's catalog write had listed another
+    run's manifest when that run's next version committed and deleted the files listed.
+    """
+
+    def __init__(self, url: str, rewrite) -> None:
+        super().__init__(url)
+        self._rewrite = rewrite
+
+    def committed_files(self, layer: str, run_ids: set[str] | None = None) -> dict[str, list[str]]:
+        files = super().committed_files(layer, run_ids)
+        rewrite, self._rewrite = self._rewrite, None
+        if rewrite:
+            rewrite()
+        return files
+
+
+def test_views_are_made_again_when_a_run_is_rewritten_while_they_bind(tmp_path):
+    url = str(tmp_path / "lake")
+
+    def write(value: int) -> None:
+        local = tmp_path / f"{value}.parquet"
+        duckdb.sql(f"copy (select {value} as x) to '{local}' (format parquet)")
+        Lake(url).write_run("raw", "a", {"widgets": [("t0", local)]})
+
+    write(1)
+    query = "select run_id, x from widgets"
+    con = duckdb.connect()
+    register_lake_views(con, _RewrittenAfterListing(url, lambda: write(2)))
+    assert con.execute(query).fetchall() == [("a", 2)]
+
+    catalog = write_catalog(_RewrittenAfterListing(url, lambda: write(3)), tmp_path / "catalog.duckdb")
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        assert con.execute(query).fetchall() == [("a", 3)]
