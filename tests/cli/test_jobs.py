@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import dagster as dg
 
 from tests.cli.conftest import tracelake
 from transforms.catalog import open_lake
@@ -17,11 +20,27 @@ def _row_counts(lake: Path) -> dict[str, list[tuple]]:
     }
 
 
-def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path) -> None:
+def _step_processes() -> dict[str, set[str]]:
+    """Partition → ids of the processes that executed its Dagster run's steps, from the instance under DAGSTER_HOME."""
+    with dg.DagsterInstance.get() as instance:
+        return {
+            run.tags["dagster/partition"]: {
+                record.dagster_event.engine_event_data.metadata["pid"].value
+                for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+                if "pid" in record.dagster_event.engine_event_data.metadata
+            }
+            for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
+        }
+
+
+def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path, monkeypatch) -> None:
     source = example_lake.parent / "traces"  # the runs the one-at-a-time fixture ingested
     runs = sorted(p.name for p in source.iterdir())
 
-    done = tracelake("ingest", str(source), "--lake", str(tmp_path / "lake"), "--jobs", "2")
+    home = tmp_path / "dagster_home"  # a persistent instance, so the runs' records outlive the workers
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    done = tracelake("ingest", str(source), "--lake", str(tmp_path / "lake"), "--jobs", "2", env=dict(os.environ))
 
     assert done.code == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -29,6 +48,9 @@ def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path
     assert started == runs
     assert lines[-1] == f"ingested {len(runs)} runs into {tmp_path / 'lake'}: ok"
     assert "leaked" not in done.stdout + done.stderr  # workers tear DuckDB down cleanly
+    processes = _step_processes()
+    assert sorted(processes) == runs and all(len(pids) == 1 for pids in processes.values())
+    assert len(set().union(*processes.values())) == 2  # two workers, each running runs whole
     parallel, sequential = _row_counts(tmp_path / "lake"), _row_counts(example_lake)
     assert set(parallel) == set(sequential) and len(parallel) > 30
     assert parallel == sequential
