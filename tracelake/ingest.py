@@ -128,6 +128,8 @@ def ingest(
     target = _Target(source_url, lake_url, options_json, parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:
+        if os.environ.get("DAGSTER_HOME"):
+            instance()  # creates a new home's storage here: workers racing to create its tables fail
         spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's and Dagster's threads' locks
         with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=_start_worker) as pool:
             outcomes = list(pool.map(_ingest_run, [target] * len(runs), runs, positions))
