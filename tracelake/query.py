@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import csv
 import sys
-from typing import IO, Any
+from typing import Any
 
 import duckdb
 import orjson
 import polars as pl
 
-from transforms.catalog import open_lake
+from pipelines.lake import Lake
+from transforms.catalog import Committed, create_views, read_while_rewritten
+from transforms.runner import connect
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 
@@ -18,10 +20,18 @@ _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 def run_query(query: str, lake_url: str, *, options: dict[str, Any] | None = None) -> tuple[list[str], list[tuple]]:
     """Run one read-only statement over the lake; returns (column names, rows).
 
+    Runs that are rewritten while it reads are read again in their new version.
+
     Raises:
         ValueError: the query holds anything but SELECT / EXPLAIN statements, or not exactly one.
     """
-    con = open_lake(lake_url, options)
+    lake = Lake(lake_url, options)
+    return read_while_rewritten(lake, lambda committed: _run(query, lake, committed))
+
+
+def _run(query: str, lake: Lake, committed: Committed) -> tuple[list[str], list[tuple]]:
+    con = connect(lake)
+    create_views(con, committed)
     statements = con.extract_statements(query)
     if len(statements) != 1:
         raise ValueError(f"expected one SQL statement, got {len(statements)}")
@@ -32,8 +42,9 @@ def run_query(query: str, lake_url: str, *, options: dict[str, Any] | None = Non
     return columns, cursor.fetchall()
 
 
-def write_result(columns: list[str], rows: list[tuple], fmt: str, out: IO[str] = sys.stdout) -> None:
-    """Print a result as an aligned table, CSV, or a JSON array of row objects."""
+def write_result(columns: list[str], rows: list[tuple], fmt: str) -> None:
+    """Print a result as an aligned table, CSV, or a JSON array of row objects (to ``sys.stdout`` as it is now)."""
+    out = sys.stdout
     if fmt == "json":
         records = [dict(zip(columns, row, strict=True)) for row in rows]
         out.write(orjson.dumps(records, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # polars is imported on use: `tracelake ingest` and `import t
     import polars as pl
 
 CATALOG_NAME = "catalog.duckdb"
+Committed = dict[str, dict[str, list[str]]]  # layer → table → URLs of its committed files, all runs
+T = TypeVar("T")
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, layer: str, table: str, urls: list[str], *, literal: bool) -> None:
@@ -31,35 +33,50 @@ def _create_view(con: duckdb.DuckDBPyConnection, layer: str, table: str, urls: l
     con.execute(f"create or replace view {table} as select run_id, * exclude (run_id) from ({files})").fetchall()
 
 
-def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake, *, literal: bool = False) -> None:
-    """Create one view per table of every layer, named by the bare table name.
+def read_while_rewritten(lake: Lake, read: Callable[[Committed], T]) -> T:
+    """``read(committed)`` over the lake's committed files, made again while runs are rewritten under it.
 
-    Only files named by committed manifests are read, so an interrupted write is never visible.
-    A view binds by reading a footer, and a run rewritten meanwhile has had its older files
-    deleted: the views are then made again from the manifests as they are now. Only a failure
-    the lake's changes do not explain is raised. With ``literal`` the views name their files
-    (:func:`transforms.runner.read_files_sql`).
+    A commit deletes the files of the run's older version at once, so a reader that listed the
+    manifests before it fails on a missing file (when a view binds, or mid-query). The read is then
+    made again from the manifests as they are now; a failure the lake's changes do not explain is raised.
     """
     committed = _committed_files(lake)
     while True:
-        con.begin()  # views of an attempt that fails are rolled back with it
         try:
-            for layer, tables in committed.items():
-                for table, urls in sorted(tables.items()):
-                    _create_view(con, layer, table, urls, literal=literal)
+            return read(committed)
         except duckdb.IOException:
-            con.rollback()
             latest = _committed_files(lake)
             if latest == committed:
                 raise
             committed = latest
-        else:
-            con.commit()
-            return
 
 
-def _committed_files(lake: Lake) -> dict[str, dict[str, list[str]]]:
+def _committed_files(lake: Lake) -> Committed:
     return {layer: lake.committed_files(layer) for layer in LAYERS}
+
+
+def create_views(con: duckdb.DuckDBPyConnection, committed: Committed, *, literal: bool = False) -> None:
+    """One view per table of every layer, named by the bare table name, all or none of them.
+
+    With ``literal`` the views name their files (:func:`transforms.runner.read_files_sql`).
+    """
+    con.begin()
+    try:
+        for layer, tables in committed.items():
+            for table, urls in sorted(tables.items()):
+                _create_view(con, layer, table, urls, literal=literal)
+    except duckdb.Error:
+        con.rollback()
+        raise
+    con.commit()
+
+
+def register_lake_views(con: duckdb.DuckDBPyConnection, lake: Lake, *, literal: bool = False) -> None:
+    """Create the lake's views (:func:`create_views`) over the files its manifests commit.
+
+    Only committed files are read, so an interrupted write is never visible.
+    """
+    read_while_rewritten(lake, lambda committed: create_views(con, committed, literal=literal))
 
 
 def open_lake(url: str, options: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:

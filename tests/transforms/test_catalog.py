@@ -10,6 +10,7 @@ import polars as pl
 from pipelines.ingest import ingest_run
 from pipelines.lake import Lake, schema_groups
 from pipelines.sources import discover_runs
+from tracelake.query import run_query
 from transforms.catalog import (
     CATALOG_NAME,
     catalog_lock,
@@ -131,3 +132,36 @@ def test_views_are_made_again_when_a_run_is_rewritten_while_they_bind(tmp_path):
     catalog = write_catalog(_RewrittenAfterListing(url, lambda: write(3)), tmp_path / "catalog.duckdb")
     with duckdb.connect(str(catalog), read_only=True) as con:
         assert con.execute(query).fetchall() == [("a", 3)]
+
+
+def test_sql_over_a_run_rewritten_meanwhile_reads_one_whole_version_each_time(tmp_path):
+    """``tracelake sql`` while a writer commits run ``a`` again and again: every answer comes whole, from one version."""
+    url, tables = str(tmp_path / "lake"), 20
+
+    def write(version: int) -> None:
+        files = {}
+        for table in range(tables):
+            local = tmp_path / f"t{table}.parquet"
+            duckdb.sql(f"copy (select {version} as x from range(1000)) to '{local}' (format parquet)")
+            files[f"t{table}"] = [("part", local)]
+        Lake(url).write_run("raw", "a", files)
+
+    def rewrite_until_stopped() -> None:
+        version = 1
+        while not stop.is_set():
+            write(version)
+            version += 1
+
+    write(0)
+    stop = threading.Event()
+    writer = threading.Thread(target=rewrite_until_stopped)
+    writer.start()
+    every_table = " union all ".join(f"select x from t{table}" for table in range(tables))
+    try:
+        answers = [run_query(f"select count(distinct x), count(*), min(x) from ({every_table})", url)[1][0]
+                   for _ in range(20)]
+    finally:
+        stop.set()
+        writer.join()
+    assert {answer[:2] for answer in answers} == {(1, tables * 1000)}
+    assert len({answer[2] for answer in answers}) > 1  # versions were committed between the queries
