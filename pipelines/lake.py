@@ -170,11 +170,31 @@ class Lake:
         return [Manifest(**orjson.loads(bodies[p])) for p in sorted(bodies)]
 
     def committed_files(self, layer: str, run_ids: set[str] | None = None) -> dict[str, list[str]]:
-        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``)."""
+        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``).
+
+        On object stores their folders are listed afresh too, into the filesystem's listing cache:
+        DuckDB asks about every file it reads (a glob as a view binds, several ``info`` calls as a
+        query opens it), which s3fs then answers from the cache instead of a HEAD request each. One
+        listing per table (per run's folder with ``run_ids``) replaces one request per file.
+        """
         tables: dict[str, list[str]] = {}
         for manifest in self.manifests(layer):
             if run_ids is not None and manifest.run_id not in run_ids:
                 continue
             for table, paths in manifest.tables.items():
                 tables.setdefault(table, []).extend(self.url_of(p) for p in paths)
+        if not is_local(self.fs):
+            folders = [(t,) for t in tables] if run_ids is None else [(t, f"run_id={r}") for t in tables for r in run_ids]
+            for folder in folders:
+                self._list_afresh(self._path(layer, *folder))
         return tables
+
+    def _list_afresh(self, folder: str) -> None:
+        """Put a fresh listing of ``folder`` and every folder below it in the filesystem's listing cache.
+
+        Cached listings below it go first: a listing adds only the folders missing from the cache,
+        and one made before another process committed would hide that commit's files.
+        """
+        for cached in [key for key in self.fs.dircache if key == folder or key.startswith(f"{folder}/")]:
+            self.fs.dircache.pop(cached, None)
+        self.fs.find(folder)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import io
+import logging
 
 import orjson
 import pyarrow.parquet as pq
@@ -188,7 +190,41 @@ def test_lake_sees_commits_of_other_writers(moto_s3, monkeypatch, tmp_path):
     assert reader.committed_files("raw")["kernels"] == [
         reader.url_of(p) for m in writer.manifests("raw") for p in m.tables["kernels"]
     ]
+    # DuckDB, through the reader's filesystem, finds the other writer's new files of "first" too.
+    con = open_lake("s3://cache-bucket/lake")
+    assert con.sql("select run_id, count(*) from kernels group by all order by all").fetchall() == [
+        ("first", 3), ("second", 3)
+    ]
+    con.close()
     # The reader's next write of "first" still removes the other writer's files of that run.
     reader.write_run("raw", "first", {"kernels": [("d", local)]})
     run_keys = moto_s3.list_keys("cache-bucket", "lake/raw/kernels/run_id=first/")
     assert len(run_keys) == 1 and run_keys[0].endswith("-d.parquet")
+
+
+def test_reading_the_lake_lists_each_table_once_instead_of_asking_about_each_file(moto_s3, monkeypatch, tmp_path, caplog):
+    """DuckDB asks the filesystem about every file it reads; s3fs answers from one listing per table, not a HEAD each."""
+    import pyarrow as pa
+
+    from pipelines.lake import Lake
+
+    _set_aws_env(monkeypatch, moto_s3)
+    moto_s3.make_bucket("listing-bucket")
+    local = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), local)
+    writer = Lake("s3://listing-bucket/lake", {"skip_instance_cache": True})
+    caplog.set_level(logging.DEBUG, logger="s3fs")
+
+    def requests_to_read(runs: int) -> collections.Counter:
+        for run in range(runs):
+            writer.write_run("raw", f"run{run}", {"kernels": [("a", local), ("b", local)], "cpu_ops": [("a", local)]})
+        caplog.clear()
+        con = open_lake("s3://listing-bucket/lake", {"skip_instance_cache": True})  # a new reader: nothing cached
+        assert con.sql("select count(*) from kernels").fetchall() == [(runs * 2 * 3,)]
+        con.close()
+        return collections.Counter(r.getMessage().split()[1] for r in caplog.records if r.getMessage().startswith("CALL: "))
+
+    few, many = requests_to_read(2), requests_to_read(6)
+    assert few["head_object"] == many["head_object"] == 0
+    assert few["list_objects_v2"] == many["list_objects_v2"]  # per table, whatever the number of runs
+    assert many["get_object"] > few["get_object"]  # manifests and kernels' files are read, one GET each
