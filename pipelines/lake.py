@@ -170,31 +170,34 @@ class Lake:
         return [Manifest(**orjson.loads(bodies[p])) for p in sorted(bodies)]
 
     def committed_files(self, layer: str, run_ids: set[str] | None = None) -> dict[str, list[str]]:
-        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``).
-
-        On object stores their folders are listed afresh too, into the filesystem's listing cache:
-        DuckDB asks about every file it reads (a glob as a view binds, several ``info`` calls as a
-        query opens it), which s3fs then answers from the cache instead of a HEAD request each. One
-        listing per table (per run's folder with ``run_ids``) replaces one request per file.
-        """
-        tables: dict[str, list[str]] = {}
+        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``)."""
+        paths: dict[str, list[str]] = {}
         for manifest in self.manifests(layer):
             if run_ids is not None and manifest.run_id not in run_ids:
                 continue
-            for table, paths in manifest.tables.items():
-                tables.setdefault(table, []).extend(self.url_of(p) for p in paths)
+            for table, relative in manifest.tables.items():
+                paths.setdefault(table, []).extend(self._path(p) for p in relative)
         if not is_local(self.fs):
-            folders = [(t,) for t in tables] if run_ids is None else [(t, f"run_id={r}") for t in tables for r in run_ids]
-            for folder in folders:
-                self._list_afresh(self._path(layer, *folder))
-        return tables
+            for table, table_paths in paths.items():
+                self._cache_listings(self._path(layer, table), table_paths)
+        return {table: [full_url(self.fs, p) for p in table_paths] for table, table_paths in paths.items()}
 
-    def _list_afresh(self, folder: str) -> None:
-        """Put a fresh listing of ``folder`` and every folder below it in the filesystem's listing cache.
+    def _cache_listings(self, table_dir: str, paths: list[str]) -> None:
+        """See that the filesystem's listing cache holds every one of ``paths``, the files of one table.
 
-        Cached listings below it go first: a listing adds only the folders missing from the cache,
-        and one made before another process committed would hide that commit's files.
+        DuckDB asks about every file it reads (a glob as a view binds, several ``info`` calls as a
+        query opens it), which s3fs answers from its listing cache, or else with a HEAD request
+        each. Folders whose cached listing lacks one of ``paths`` (never listed, or listed before
+        another process committed it) are listed afresh: one run's folder, or else the whole table
+        in one listing. What was cached there goes first, since a listing adds only folders the
+        cache lacks.
         """
-        for cached in [key for key in self.fs.dircache if key == folder or key.startswith(f"{folder}/")]:
-            self.fs.dircache.pop(cached, None)
+        folders = {posixpath.dirname(path) for path in paths}
+        cached = {entry["name"] for folder in folders for entry in self.fs.dircache.get(folder, [])}
+        stale = {posixpath.dirname(path) for path in paths if path not in cached}
+        if not stale:
+            return
+        folder = stale.pop() if len(stale) == 1 else table_dir
+        for key in [key for key in self.fs.dircache if key == folder or key.startswith(f"{folder}/")]:
+            self.fs.dircache.pop(key, None)
         self.fs.find(folder)
