@@ -170,7 +170,10 @@ class Lake:
         return [Manifest(**orjson.loads(bodies[p])) for p in sorted(bodies)]
 
     def committed_files(self, layer: str, run_ids: set[str] | None = None) -> dict[str, list[str]]:
-        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``)."""
+        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``).
+
+        On object stores the listing cache is readied for reading them too (:meth:`_cache_listings`).
+        """
         paths: dict[str, list[str]] = {}
         for manifest in self.manifests(layer):
             if run_ids is not None and manifest.run_id not in run_ids:
