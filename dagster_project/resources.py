@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -11,8 +10,12 @@ import orjson
 
 from pipelines.lake import Lake
 from pipelines.parse import ParseSettings
-from transforms.catalog import default_catalog_path
+from transforms.pipeline import MartSettings
 from transforms.runner import MARTS_MEMORY_LIMIT
+
+
+OPTIONS_VARIABLE = "TRACELAKE_STORAGE_OPTIONS"
+"""fsspec options as JSON (credentials included): read from the environment, so no secret is stored in a run's config."""
 
 
 def _options(storage_options_json: str) -> dict[str, Any] | None:
@@ -36,20 +39,16 @@ class TraceSourceResource(dg.ConfigurableResource):
 
 
 class LakeResource(dg.ConfigurableResource):
-    """The Parquet lake (a local path or fsspec URL)."""
+    """The lake: its data (a local path or ``s3://`` URL) and its DuckLake catalog."""
 
     url: str
     storage_options_json: str = ""
-    catalog_path: str = ""
-    """DuckDB catalog file kept up to date after every commit; default ``LAKE/catalog.duckdb`` for local lakes."""
+    catalog: str = ""
+    """``postgresql://user@host:port/db`` or a file path; default ``LAKE/catalog.sqlite`` for local lakes."""
 
     def lake(self) -> Lake:
         """The lake handle used by pipelines/ and transforms/."""
-        return Lake(self.url, _options(self.storage_options_json))
-
-    def catalog(self, lake: Lake) -> Path | None:
-        """Where the DuckDB catalog file goes, or None (object-store lake and no path given)."""
-        return Path(self.catalog_path) if self.catalog_path else default_catalog_path(lake)
+        return Lake(self.url, _options(self.storage_options_json), self.catalog or None)
 
 
 class IngestSettingsResource(dg.ConfigurableResource):
@@ -62,6 +61,10 @@ class IngestSettingsResource(dg.ConfigurableResource):
     parallelism: int = 0
     """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
 
+    def mart_settings(self) -> MartSettings:
+        """The settings of the step that builds and commits the marts."""
+        return MartSettings(memory_limit=self.marts_memory_limit)
+
     def parse_settings(self) -> ParseSettings:
         """The pipelines-level settings of one parse step."""
         threads = max(1, (os.cpu_count() or 1) // max(1, self.parallelism))
@@ -71,7 +74,7 @@ class IngestSettingsResource(dg.ConfigurableResource):
 def default_resources() -> dict[str, dg.ConfigurableResource]:
     """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS, TRACELAKE_CATALOG,
     TRACELAKE_FULL_PASS_EVERY and TRACELAKE_SETTLE_S."""
-    options = dg.EnvVar("TRACELAKE_STORAGE_OPTIONS") if "TRACELAKE_STORAGE_OPTIONS" in os.environ else ""
+    options = dg.EnvVar(OPTIONS_VARIABLE) if OPTIONS_VARIABLE in os.environ else ""
     # set only where the variable is, so that an unset one leaves the field's own default
     source_ints = {
         field: dg.EnvVar.int(variable)
@@ -83,7 +86,7 @@ def default_resources() -> dict[str, dg.ConfigurableResource]:
         "lake": LakeResource(
             url=dg.EnvVar("TRACELAKE_LAKE"),
             storage_options_json=options,
-            catalog_path=dg.EnvVar("TRACELAKE_CATALOG") if "TRACELAKE_CATALOG" in os.environ else "",
+            catalog=dg.EnvVar("TRACELAKE_CATALOG") if "TRACELAKE_CATALOG" in os.environ else "",
         ),
         "ingest_settings": IngestSettingsResource(),
     }

@@ -1,26 +1,29 @@
-"""Ingest one run: parse and upload each trace (:func:`stage_trace`), then commit the run (:func:`commit_run`).
-
-The halves are separate so that each trace can be its own Dagster step; :func:`ingest_run` composes them
-for library users.
+"""Stage one run's raw tables: parse each trace into Parquet files under the run's staging folder
+(:func:`stage_trace`, one step per trace, anywhere), then add ``traces`` and ``quality_issues``
+(:func:`stage_run_tables`). Nothing staged is visible until the run's commit (:mod:`transforms.pipeline`).
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
+import hashlib
 import os
+import logging
+import pickle
+import posixpath
+import secrets
+import shutil
 import tempfile
 import time
-from datetime import datetime, timezone
 from collections import defaultdict
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pipelines import PARSER_VERSION
 from pipelines.identity import TraceFile, claim_rank
-from pipelines.lake import Lake, Manifest, new_version
+from pipelines.lake import Lake
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import small_statements, write_rows
@@ -50,23 +53,12 @@ TRACES_COLUMNS = {
     "ingested_at": "TIMESTAMPTZ",
 }
 
-ProgressCallback = Callable[[ParsedTrace, float], None]
+STAGING = "_staging"
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """What one run's ingest produced."""
-
-    run_id: str
-    traces: list[ParsedTrace]
-    issues: list[QualityIssue]
-    manifest: Manifest
-    row_counts: dict[str, int]
-
-    @property
-    def errors(self) -> list[QualityIssue]:
-        """Issues of severity ``error``."""
-        return [i for i in self.issues if i.severity == "error"]
+def new_version() -> str:
+    """A unique, time-sortable name for one ingest of one run (its staging folder)."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
 @dataclass(frozen=True)
@@ -82,6 +74,24 @@ class StagedTrace:
     """Table → uploaded path relative to the lake root."""
     row_counts: dict[str, int]
     seconds: float
+
+
+@dataclass(frozen=True)
+class StagedRun:
+    """Every raw table of one run's new version staged: what its commit makes visible. Picklable."""
+
+    run: RunSource
+    version: str
+    traces: list[ParsedTrace]
+    issues: list[QualityIssue]
+    files: dict[str, list[str]]
+    """Raw table → URLs of its staged files."""
+    row_counts: dict[str, int]
+
+    @property
+    def errors(self) -> list[QualityIssue]:
+        """Issues of severity ``error``."""
+        return [i for i in self.issues if i.severity == "error"]
 
 
 def _status(parsed: ParsedTrace) -> str:
@@ -176,6 +186,27 @@ def _row_counts(files: dict[str, Path]) -> dict[str, int]:
     return {table: counts[str(path)] for table, path in files.items()}
 
 
+def staging_url(lake: Lake, run_id: str, version: str) -> str:
+    """Where the files of one uncommitted version of a run wait for its commit: ``LAKE/_staging/<run>/<version>``.
+
+    In the lake's own storage, so that parse steps on other machines can hand their files to the commit.
+    """
+    return lake.url_of(posixpath.join(STAGING, _short(run_id), version))
+
+
+def _short(name: str) -> str:
+    """``name`` as one short path segment (names may be long, or hold characters a path cannot)."""
+    return hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
+
+
+def _put(lake: Lake, local: Path, url: str) -> None:
+    if lake.local:
+        Path(url).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(local, url)
+    else:
+        lake.fs.put_file(str(local), url)
+
+
 def stage_trace(
     trace: TraceFile,
     lake: Lake,
@@ -184,68 +215,70 @@ def stage_trace(
     source_options: dict[str, Any] | None = None,
     settings: ParseSettings | None = None,
 ) -> StagedTrace:
-    """Parse one trace and upload its table files under ``version`` of its run, not yet visible.
+    """Parse one trace and put its table files under the run's staging folder, not yet visible to readers.
 
-    Runs anywhere (a thread, a process, a pod): only the returned summary travels to :func:`commit_run`.
+    Runs anywhere (a thread, a process, a pod): only the returned summary travels to the commit.
     """
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=f"tracelake-{trace.run_id}-{trace.trace_id}-") as tmp:
+    staging = staging_url(lake, trace.run_id, version)
+    with tempfile.TemporaryDirectory(prefix="tracelake-parse-") as tmp:
         parsed = _parse(trace, source_options, Path(tmp), settings or ParseSettings())
-        files = {
-            table: lake.upload("raw", trace.run_id, version, table, trace.trace_id, local)
-            for table, local in parsed.table_files.items()  # failed traces too: empty files keep each table's schema
-        }
         rows = _row_counts(parsed.table_files)
+        files = {}
+        for table, local in parsed.table_files.items():  # failed traces too: empty files keep each table's schema
+            files[table] = posixpath.join(staging, table, f"{_short(trace.trace_id)}.parquet")
+            _put(lake, local, files[table])
     return StagedTrace(replace(parsed, table_files={}), files, rows, time.perf_counter() - started)
 
 
-def commit_run(run: RunSource, lake: Lake, version: str, staged: list[StagedTrace]) -> RunResult:
-    """Check rank claims, write ``traces`` and ``quality_issues``, and commit ``version`` of the run in one write."""
+def stage_run_tables(run: RunSource, lake: Lake, version: str, staged: list[StagedTrace]) -> StagedRun:
+    """Check rank claims and stage ``traces`` and ``quality_issues`` beside the traces' files: the run, ready to commit."""
     traces = [s.parsed for s in staged]
     issues = [i for p in traces for i in p.issues] + duplicate_rank_issues(traces)
-    tables: dict[str, list[str]] = defaultdict(list)
+    files: dict[str, list[str]] = defaultdict(list)
     row_counts: dict[str, int] = defaultdict(int)
     for item in staged:
-        for table, relative in item.files.items():
-            tables[table].append(relative)
+        for table, url in item.files.items():
+            files[table].append(url)
             row_counts[table] += item.row_counts[table]
-    with tempfile.TemporaryDirectory(prefix=f"tracelake-{run.run_id}-") as tmp:
+    staging = staging_url(lake, run.run_id, version)
+    with tempfile.TemporaryDirectory(prefix="tracelake-run-") as tmp:
         for table, columns, rows in (
             ("traces", TRACES_COLUMNS, _trace_rows(run, traces, issues)),
             ("quality_issues", QUALITY_COLUMNS, quality_rows(issues)),
         ):
             local = Path(tmp) / f"{table}.parquet"
             write_rows(local, columns, rows)
-            tables[table].append(lake.upload("raw", run.run_id, version, table, "run", local))
+            files[table].append(posixpath.join(staging, table, "run.parquet"))
+            _put(lake, local, files[table][-1])
             row_counts[table] = len(rows)
-    manifest = lake.commit("raw", run.run_id, version, dict(tables))
-    return RunResult(run.run_id, traces, issues, manifest, dict(row_counts))
+    return StagedRun(run, version, traces, issues, dict(files), dict(row_counts))
 
 
-def ingest_run(
-    run: RunSource,
-    lake: Lake,
-    *,
-    source_options: dict[str, Any] | None = None,
-    settings: ParseSettings | None = None,
-    parallelism: int | None = None,
-    progress: ProgressCallback | None = None,
-) -> RunResult:
-    """Parse every trace of ``run`` on a thread pool and replace the run's partition of every raw table.
+def _staged_run_url(lake: Lake, run_id: str, version: str) -> str:
+    return posixpath.join(staging_url(lake, run_id, version), "staged_run.pickle")
 
-    Bad traces never stop the run: they are reported as quality issues, and every good trace lands.
-    The Dagster assets run the same two halves (:func:`stage_trace`, :func:`commit_run`) as separate steps.
-    """
-    workers = max(1, min(parallelism or os.cpu_count() or 1, len(run.traces) or 1))
-    settings = replace(settings or ParseSettings(), threads=max(1, (os.cpu_count() or 1) // workers))
-    version = new_version()
 
-    def stage(trace: TraceFile) -> StagedTrace:
-        item = stage_trace(trace, lake, version, source_options=source_options, settings=settings)
-        if progress:
-            progress(item.parsed, item.seconds)
-        return item
+def save_staged_run(lake: Lake, staged: StagedRun) -> None:
+    """Leave ``staged`` in its staging folder for a commit step in another process (:func:`load_staged_run`)."""
+    url = _staged_run_url(lake, staged.run.run_id, staged.version)
+    lake.fs.makedirs(posixpath.dirname(url), exist_ok=True)
+    lake.fs.pipe_file(url, pickle.dumps(staged))
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        staged = list(pool.map(stage, run.traces))
-    return commit_run(run, lake, version, staged)
+
+def load_staged_run(lake: Lake, run_id: str, version: str) -> StagedRun | None:
+    """The run staged under ``version`` by :func:`save_staged_run`, or None if there is none."""
+    try:
+        return pickle.loads(lake.fs.cat_file(_staged_run_url(lake, run_id, version)))
+    except FileNotFoundError:
+        return None
+
+
+def discard_staging(lake: Lake, run_id: str, version: str) -> None:
+    """Delete a version's staged files (after its commit, or when it is abandoned)."""
+    url = staging_url(lake, run_id, version)
+    if lake.fs.exists(url):
+        lake.fs.rm(url, recursive=True)
+    if lake.local:  # object stores have no folders to leave behind
+        with contextlib.suppress(OSError):  # another version of the run is still staged there
+            os.rmdir(posixpath.dirname(url))

@@ -1,206 +1,184 @@
-"""The lake's layout and its commit protocol: a run's partition is replaced whole or not at all.
+"""The lake: a DuckLake whose catalog holds every table's schema and snapshots, over Parquet files under ``LAKE``.
 
-Files go to ``LAKE/<layer>/<table>/run_id=<run_id>/<version>-s<schema>-<name>.parquet``, where
-``<schema>`` hashes the file's column names and types: readers bind each group of files that
-share one from a single footer, instead of every file's (see :func:`schema_groups`). A write uploads
-every new file first and then commits by writing one manifest,
-``LAKE/_manifests/<layer>/<run_id>.json``, in a single PUT (object stores) or rename (local).
-Readers that go through the manifests (``tracelake sql``, ``open_lake``) only ever see committed
-files. Files of older versions and of interrupted writes are deleted after the next commit of that
-run, so plain Parquet globs over the lake also see exactly one version once a write finishes.
+Data files live at ``LAKE/<layer>/<table>/run_id=<run_id>/*.parquet`` (layer = DuckLake schema, ``raw`` or
+``marts``). The catalog is a SQLite file inside a local lake by default (``LAKE/catalog.sqlite``: SQLite lets
+several processes commit to one catalog, where a DuckDB-file catalog admits one process at a time), or a
+PostgreSQL database for a fleet (``--catalog`` / ``TRACELAKE_CATALOG``). Object-store data is read and written by
+DuckDB's httpfs with credentials from the standard AWS variables or ``--storage-option``, held in a temporary
+secret of the connection: nothing of them is stored in the catalog.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
+import fcntl
+import os
 import posixpath
 import re
-import secrets
-import time
+from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-import orjson
+import duckdb
 
-from pipelines.rows import small_statements
-from pipelines.storage import filesystem, full_url, is_local
-
-log = logging.getLogger(__name__)
+from pipelines.extensions import load_extensions
+from pipelines.rows import sql_path
+from pipelines.storage import filesystem, full_url, is_local, storage_options_for
 
 LAYERS = ("raw", "marts")
-_SCHEMA_TAG = re.compile(r"(?:^|/)v[^-/]+-s([0-9a-f]{12})-[^/]*$")  # <version>-s<schema>-<name>.parquet
+ALIAS = "lake"  # the name the lake is attached under in every connection
+CATALOG_FILE = "catalog.sqlite"
+LEGACY_MANIFESTS = "_manifests"  # the layout before DuckLake (tracelake 0.1)
+HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
+
+
+class LakeError(RuntimeError):
+    """A lake that cannot be opened as asked: no catalog for an object store, an old layout, no lake at all."""
 
 
 @dataclass(frozen=True)
-class Manifest:
-    """The committed files of one run in one layer, by table (paths relative to the lake root)."""
+class Catalog:
+    """Where the DuckLake catalog is: ``kind`` (sqlite, postgres, duckdb) and the ATTACH target after ``ducklake:``."""
 
-    run_id: str
-    layer: str
-    version: str
-    committed_at: str
-    tables: dict[str, list[str]]
+    kind: str
+    target: str
 
+    @property
+    def path(self) -> Path | None:
+        """The catalog's file, for file catalogs."""
+        return Path(self.target.removeprefix("sqlite:")) if self.kind in ("sqlite", "duckdb") else None
 
-def schema_tag(local: Path) -> str:
-    """A short hash of a Parquet file's column names and types, as DuckDB reads them (not their nullability)."""
-    with small_statements() as con:
-        columns = con.execute("describe select * from read_parquet($path)", {"path": str(local)}).fetchall()
-    return hashlib.blake2b(repr([column[:2] for column in columns]).encode(), digest_size=6).hexdigest()
-
-
-def schema_groups(urls: list[str]) -> list[tuple[list[str], bool]]:
-    """``urls`` grouped by the schema tag in their names: (files, whether they share one schema) per group.
-
-    Files named without a tag (written before tags, or by hand) come last, as one group of
-    schemas unknown.
-    """
-    groups: dict[str | None, list[str]] = {}
-    for url in urls:
-        match = _SCHEMA_TAG.search(url)
-        groups.setdefault(match.group(1) if match else None, []).append(url)
-    return [(files, tag is not None) for tag, files in sorted(groups.items(), key=lambda group: group[0] is None)]
+    def describe(self) -> str:
+        """The catalog for messages, without a password."""
+        return re.sub(r"password=\S+", "password=***", self.target)
 
 
-def new_version() -> str:
-    """A sortable, unique version tag for one write of one run."""
-    return time.strftime("v%Y%m%dT%H%M%S", time.gmtime()) + secrets.token_hex(3)
+def parse_catalog(spec: str) -> Catalog:
+    """A catalog from ``postgresql://user[:password]@host[:port]/db``, ``sqlite:PATH``, ``duckdb:PATH`` or a file path
+    (``*.duckdb`` / ``*.ducklake``: a DuckDB file, one process at a time; anything else: SQLite)."""
+    if spec.startswith(("postgresql://", "postgres://")):
+        url = urlsplit(spec)
+        parts = {"dbname": url.path.lstrip("/") or "postgres", "host": url.hostname or "127.0.0.1",
+                 "port": str(url.port or 5432), "user": unquote(url.username or ""),
+                 "password": unquote(url.password or "")}
+        return Catalog("postgres", "postgres:" + " ".join(f"{k}={v}" for k, v in parts.items() if v))
+    if spec.startswith("postgres:"):
+        return Catalog("postgres", spec)
+    kind, _, path = spec.partition(":") if spec.startswith(("sqlite:", "duckdb:")) else ("", "", spec)
+    kind = kind or ("duckdb" if spec.endswith((".duckdb", ".ducklake")) else "sqlite")
+    path = os.path.abspath(os.path.expanduser(path))
+    return Catalog(kind, f"sqlite:{path}" if kind == "sqlite" else path)
+
+
+def _s3_secret(url: str, options: dict[str, Any] | None) -> str:
+    """``CREATE TEMPORARY SECRET`` for DuckDB's httpfs from fsspec options and the AWS environment."""
+    merged = storage_options_for(url, options)
+    endpoint = (merged.get("client_kwargs") or {}).get("endpoint_url") or merged.get("endpoint_url")
+    fields = {
+        "key_id": merged.get("key") or os.environ.get("AWS_ACCESS_KEY_ID"),
+        "secret": merged.get("secret") or os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        "session_token": merged.get("token") or os.environ.get("AWS_SESSION_TOKEN"),
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    }
+    if endpoint:
+        parsed = urlsplit(endpoint)
+        fields |= {"endpoint": parsed.netloc, "use_ssl": parsed.scheme == "https", "url_style": "path"}
+    body = ", ".join(
+        f"{key} {value}" if isinstance(value, bool) else f"{key} {sql_path(value)}"
+        for key, value in fields.items() if value not in (None, "")
+    )
+    return f"create or replace temporary secret tracelake_s3 (type s3, {body})"
 
 
 class Lake:
-    """A lake at a local path or fsspec URL."""
+    """A lake: data at a local path or ``s3://`` URL, and its DuckLake catalog."""
 
-    def __init__(self, url: str, options: dict[str, Any] | None = None) -> None:
-        self.url = url
+    def __init__(self, url: str, options: dict[str, Any] | None = None, catalog: str | None = None) -> None:
+        self.url = url if "://" in url else os.path.abspath(url)
         self.options = options
-        self.fs, self.root = filesystem(url, options)
+        self.fs, self.root = filesystem(self.url, options)
+        self.local = is_local(self.fs)
+        spec = catalog or os.environ.get("TRACELAKE_CATALOG")
+        if not spec and not self.local:
+            raise LakeError(
+                f"{url} is on an object store, so its catalog must be named: "
+                "--catalog postgresql://user@host:port/db (or TRACELAKE_CATALOG, or a local file path)"
+            )
+        self.catalog = parse_catalog(spec) if spec else Catalog("sqlite", f"sqlite:{posixpath.join(self.root, CATALOG_FILE)}")
 
-    def _path(self, *parts: str) -> str:
-        return posixpath.join(self.root, *parts)
+    def __repr__(self) -> str:
+        return f"Lake({self.url!r}, catalog={self.catalog.describe()!r})"
 
     def url_of(self, relative: str) -> str:
         """Full URL (or local path) of a path relative to the lake root."""
-        return full_url(self.fs, self._path(relative))
+        return full_url(self.fs, posixpath.join(self.root, relative))
 
-    def _manifest_path(self, layer: str, run_id: str) -> str:
-        return self._path("_manifests", layer, f"{run_id}.json")
+    @property
+    def data_path(self) -> str:
+        """The DuckLake ``DATA_PATH``: the lake's root, with a trailing slash."""
+        return self.url.rstrip("/") + "/"
 
-    def write_run(
-        self, layer: str, run_id: str, files: dict[str, list[tuple[str, Path]]], *, keep_other_tables: bool = False
-    ) -> Manifest:
-        """Upload ``files`` (table → [(name, local parquet)]) as the new version of ``run_id``, then commit.
-
-        The previous version stays visible until the manifest is replaced. With
-        ``keep_other_tables`` the run's committed tables that ``files`` does not name are kept.
-        """
-        version = new_version()
-        tables = {
-            table: [self.upload(layer, run_id, version, table, name, local) for name, local in entries]
-            for table, entries in files.items()
-        }
-        return self.commit(layer, run_id, version, tables, keep_other_tables=keep_other_tables)
-
-    def upload(self, layer: str, run_id: str, version: str, table: str, name: str, local: Path) -> str:
-        """Upload one file of an uncommitted ``version``; returns its path relative to the lake root.
-
-        Invisible to readers until :meth:`commit` names it; a version never committed is removed
-        by the run's next commit, so any process (a parse step on another machine) may upload.
-        """
-        relative = posixpath.join(layer, table, f"run_id={run_id}", f"{version}-s{schema_tag(local)}-{name}.parquet")
-        self.fs.makedirs(posixpath.dirname(self._path(relative)), exist_ok=True)
-        self.fs.put_file(str(local), self._path(relative))
-        return relative
-
-    def commit(
-        self, layer: str, run_id: str, version: str, tables: dict[str, list[str]], *, keep_other_tables: bool = False
-    ) -> Manifest:
-        """Make ``tables`` (table → uploaded relative paths) the run's contents in one write, then collect garbage."""
-        previous = self.manifest(layer, run_id) if keep_other_tables else None
-        merged = {**(previous.tables if previous else {}), **tables}
-        manifest = Manifest(run_id, layer, version, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), merged)
-        self._write_manifest(manifest)
-        self._collect_garbage(manifest)
-        return manifest
-
-    def _write_manifest(self, manifest: Manifest) -> None:
-        target = self._manifest_path(manifest.layer, manifest.run_id)
-        body = orjson.dumps(manifest.__dict__, option=orjson.OPT_INDENT_2)
-        self.fs.makedirs(posixpath.dirname(target), exist_ok=True)
-        if is_local(self.fs):
-            staging = f"{target}.{manifest.version}.tmp"
-            self.fs.pipe_file(staging, body)
-            Path(staging).replace(target)  # atomic on one filesystem
-        else:
-            self.fs.pipe_file(target, body)  # a PUT is atomic on object stores
-
-    def _collect_garbage(self, manifest: Manifest) -> None:
-        """Delete this run's files that the manifest does not name (older versions, interrupted writes).
-
-        Listings are always fresh: object-store filesystems (s3fs) cache directory listings per
-        process, and files another process wrote since must be seen to be collected.
-        """
-        keep = {self._path(p) for paths in manifest.tables.values() for p in paths}
-        layer_dir = self._path(manifest.layer)
-        for table_dir in self.fs.ls(layer_dir, detail=False, refresh=True):
-            run_dir = posixpath.join(table_dir, f"run_id={manifest.run_id}")
-            for path in self.fs.find(run_dir):  # empty when the run has no folder in this table
-                if path not in keep:
-                    log.debug("removing stale %s", path)
-                    self.fs.rm_file(path)
-
-    def manifest(self, layer: str, run_id: str) -> Manifest | None:
-        """The committed manifest of a run, or None if the run was never committed."""
-        try:  # read, not exists() first: s3fs answers exists() from a possibly stale listing cache
-            body = self.fs.cat_file(self._manifest_path(layer, run_id))
-        except FileNotFoundError:
-            return None
-        return Manifest(**orjson.loads(body))
-
-    def manifests(self, layer: str) -> list[Manifest]:
-        """Every committed run of a layer (listed afresh: other processes may have committed since)."""
-        folder = self._path("_manifests", layer)
+    def exists(self) -> bool:
+        """Whether a catalog is there (a lake was written): a file catalog's file, or a server catalog's tables."""
+        if self.catalog.path is not None:
+            return self.catalog.path.exists()
         try:
-            listing = self.fs.ls(folder, detail=False, refresh=True)
-        except FileNotFoundError:
-            return []
-        paths = [p for p in listing if p.endswith(".json")]
-        bodies = self.fs.cat(paths) if paths else {}
-        return [Manifest(**orjson.loads(bodies[p])) for p in sorted(bodies)]
+            with self.connect(read_only=True, create=False) as con:
+                con.execute(f"select 1 from {ALIAS}.snapshots() limit 1").fetchall()
+            return True
+        except duckdb.Error:
+            return False
 
-    def committed_files(self, layer: str, run_ids: set[str] | None = None) -> dict[str, list[str]]:
-        """Table → URLs of its committed files in ``layer`` (all runs, or only ``run_ids``).
+    def check_layout(self) -> None:
+        """Raise :class:`LakeError` for a lake written by tracelake 0.1 (per-run manifests), saying how to convert it."""
+        if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)) and not self.exists():
+            raise LakeError(
+                f"{self.url} holds a tracelake 0.1 lake (per-run manifests, no DuckLake catalog): convert it with "
+                f"`tracelake migrate --lake {self.url}` or ingest the traces again into a new lake"
+            )
 
-        On object stores the listing cache is readied for reading them too (:meth:`_cache_listings`).
+    def connect(
+        self,
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+    ) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB with the lake attached as ``lake`` (schemas ``lake.raw``, ``lake.marts``).
+
+        Every row lives in Parquet (``data_inlining_row_limit 0``), so direct reads of the files see them all.
         """
-        paths: dict[str, list[str]] = {}
-        for manifest in self.manifests(layer):
-            if run_ids is not None and manifest.run_id not in run_ids:
-                continue
-            for table, relative in manifest.tables.items():
-                paths.setdefault(table, []).extend(self._path(p) for p in relative)
-        if not is_local(self.fs):
-            for table, table_paths in paths.items():
-                self._cache_listings(self._path(layer, table), table_paths)
-        return {table: [full_url(self.fs, p) for p in table_paths] for table, table_paths in paths.items()}
+        self.check_layout()
+        if read_only and not self.exists():
+            raise LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
+        config: dict[str, Any] = {"threads": threads} if threads else {}
+        if memory_limit:
+            config["memory_limit"] = memory_limit
+        con = duckdb.connect(config=config)
+        load_extensions(con)
+        con.execute(f"set http_timeout = {HTTP_TIMEOUT_S * 1000}")  # ms: an endpoint that never answers fails
+        if not self.local:
+            con.execute(_s3_secret(self.url, self.options))
+        options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]
+        attach = f"attach {sql_path('ducklake:' + self.catalog.target)} as {ALIAS} ({', '.join(options)})"
+        with self._creating(create and not read_only):
+            con.execute(attach)
+            if not read_only:
+                for layer in LAYERS:
+                    con.execute(f"create schema if not exists {ALIAS}.{layer}")
+        return con
 
-    def _cache_listings(self, table_dir: str, paths: list[str]) -> None:
-        """See that the filesystem's listing cache holds every one of ``paths``, the files of one table.
-
-        DuckDB asks about every file it reads (a glob as a view binds, several ``info`` calls as a
-        query opens it), which s3fs answers from its listing cache, or else with a HEAD request
-        each. Folders whose cached listing lacks one of ``paths`` (never listed, or listed before
-        another process committed it) are listed afresh: one run's folder, or else the whole table
-        in one listing. What was cached there goes first, since a listing adds only folders the
-        cache lacks.
-        """
-        folders = {posixpath.dirname(path) for path in paths}
-        cached = {entry["name"] for folder in folders for entry in self.fs.dircache.get(folder, [])}
-        stale = {posixpath.dirname(path) for path in paths if path not in cached}
-        if not stale:
+    @contextmanager
+    def _creating(self, create: bool) -> Iterator[None]:
+        """Processes creating a new local catalog take turns: SQLite refuses a second writer of its first tables."""
+        path = self.catalog.path
+        if not create or path is None or path.exists():
+            yield
             return
-        folder = stale.pop() if len(stale) == 1 else table_dir
-        for key in [key for key in self.fs.dircache if key == folder or key.startswith(f"{folder}/")]:
-            self.fs.dircache.pop(key, None)
-        self.fs.find(folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            yield

@@ -21,7 +21,8 @@ from dagster_project.assets.raw import raw_tables
 from dagster_project.assets.report import report
 from dagster_project.partitions import trace_runs
 from dagster_project.progress import progress_log
-from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
+from dagster_project.resources import OPTIONS_VARIABLE, IngestSettingsResource, LakeResource, TraceSourceResource
+from pipelines.lake import Lake
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
 
@@ -53,13 +54,16 @@ class _Target:
 
     source_url: str
     lake_url: str
-    storage_options_json: str
+    catalog: str
     parallelism: int
 
     def resources(self) -> dict[str, dg.ConfigurableResource]:
+        # Storage options may hold secrets: they reach the resources through the environment, never as config
+        # values, which Dagster stores with the run.
+        options = dg.EnvVar(OPTIONS_VARIABLE) if os.environ.get(OPTIONS_VARIABLE) else ""
         return {
-            "source": TraceSourceResource(url=self.source_url, storage_options_json=self.storage_options_json),
-            "lake": LakeResource(url=self.lake_url, storage_options_json=self.storage_options_json),
+            "source": TraceSourceResource(url=self.source_url, storage_options_json=options),
+            "lake": LakeResource(url=self.lake_url, storage_options_json=options, catalog=self.catalog),
             "ingest_settings": IngestSettingsResource(parallelism=self.parallelism),
         }
 
@@ -112,6 +116,7 @@ def ingest(
     lake_url: str,
     *,
     storage_options: dict[str, Any] | None = None,
+    catalog: str | None = None,
     parallelism: int = 0,
     jobs: int = 1,
 ) -> int:
@@ -124,8 +129,11 @@ def ingest(
     """
     runs = discover_runs(source_url, storage_options)
     print(f"found {sum(len(r.traces) for r in runs)} trace files in {len(runs)} runs under {source_url}", flush=True)
-    options_json = orjson.dumps(storage_options).decode() if storage_options else ""
-    target = _Target(source_url, lake_url, options_json, parallelism=max(parallelism, jobs))
+    if storage_options:
+        os.environ[OPTIONS_VARIABLE] = orjson.dumps(storage_options).decode()  # inherited by --jobs workers
+    lake = Lake(lake_url, storage_options, catalog)  # fails here, once, on a lake that cannot be opened
+    lake.check_layout()
+    target = _Target(source_url, lake.url, catalog or "", parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:
         if os.environ.get("DAGSTER_HOME"):

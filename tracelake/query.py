@@ -1,45 +1,98 @@
-"""``tracelake sql``: read-only SQL over every run of a lake."""
+"""``tracelake sql``: read-only SQL over every run of a lake, confined to the lake's own tables."""
 
 from __future__ import annotations
 
 import csv
+import os
 import sys
+import threading
 from typing import Any
 
 import duckdb
 import orjson
 import polars as pl
 
-from pipelines.lake import Lake
-from transforms.catalog import Committed, create_views, read_while_rewritten
-from transforms.runner import connect
+from pipelines.lake import LAYERS, Lake
+from transforms.catalog import SEARCH_PATH
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+MEMORY_LIMIT = os.environ.get("TRACELAKE_SQL_MEMORY_LIMIT", "4GB")
+TIME_LIMIT_S = float(os.environ.get("TRACELAKE_SQL_TIME_LIMIT_S", "600"))
 
 
-def run_query(query: str, lake_url: str, *, options: dict[str, Any] | None = None) -> tuple[list[str], list[tuple]]:
-    """Run one read-only statement over the lake; returns (column names, rows).
+def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
+    """Lock ``con`` to reading the lake: DuckDB itself refuses files, URLs and settings outside it.
 
-    Runs that are rewritten while it reads are read again in their new version.
-
-    Raises:
-        ValueError: the query holds anything but SELECT / EXPLAIN statements, or not exactly one.
+    External access is off except for the lake's data folders; no extension loads or installs;
+    the memory is bounded; and the configuration is locked, so no statement can undo any of it.
     """
-    lake = Lake(lake_url, options)
-    return read_while_rewritten(lake, lambda committed: _run(query, lake, committed))
+    folders = [lake.data_path + layer + "/" for layer in LAYERS]
+    for statement, value in (
+        ("set search_path = $value", SEARCH_PATH),
+        ("set allowed_directories = $value", folders),
+        ("set memory_limit = $value", MEMORY_LIMIT),
+        ("set autoinstall_known_extensions = $value", False),
+        ("set autoload_known_extensions = $value", False),
+        ("set enable_external_access = $value", False),
+        ("set lock_configuration = $value", True),
+    ):
+        con.execute(statement, {"value": value})
 
 
-def _run(query: str, lake: Lake, committed: Committed) -> tuple[list[str], list[tuple]]:
-    con = connect(lake)
-    create_views(con, committed)
+def _check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """One SELECT, or an EXPLAIN of one, as DuckDB's own parser classifies it.
+
+    The lake is attached read-only and every path outside it is refused; this keeps ``EXPLAIN ANALYZE
+    COPY … TO`` from writing files inside the lake's own folders.
+    """
     statements = con.extract_statements(query)
     if len(statements) != 1:
         raise ValueError(f"expected one SQL statement, got {len(statements)}")
-    if statements[0].type not in _READ_ONLY:
-        raise ValueError(f"tracelake sql is read-only: {statements[0].type.name} statements are not allowed")
-    cursor = con.execute(query)
-    columns = [d[0] for d in cursor.description]
-    return columns, cursor.fetchall()
+    statement = statements[0]
+    if statement.type not in _READ_ONLY:
+        raise ValueError(f"tracelake sql is read-only: {statement.type.name} statements are not allowed")
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        try:  # json_serialize_sql serializes SELECT statements only
+            serialized = con.execute("select json_serialize_sql($q)", {"q": _explained(statement.query)}).fetchone()
+        except duckdb.Error as exc:
+            raise ValueError(f"tracelake sql is read-only: only a SELECT can be explained ({exc})") from exc
+        if serialized and '"error":true' in serialized[0].replace(" ", ""):
+            raise ValueError("tracelake sql is read-only: only a SELECT can be explained")
+
+
+def _explained(explain: str) -> str:
+    """The statement an ``EXPLAIN [ANALYZE]`` (with or without options) explains."""
+    words = explain.lstrip().split(None, 1)[1].lstrip()
+    if words[:1] == "(":
+        words = words[words.index(")") + 1:].lstrip()
+    if words.lower().startswith("analyze"):
+        words = words[len("analyze"):].lstrip()
+    return words
+
+
+def run_query(
+    query: str, lake_url: str, *, options: dict[str, Any] | None = None, catalog: str | None = None
+) -> tuple[list[str], list[tuple]]:
+    """Run one read-only statement over the lake's latest snapshot; returns (column names, rows).
+
+    Raises:
+        ValueError: the query is not exactly one SELECT (or EXPLAIN of one).
+        TimeoutError: it ran longer than ``TRACELAKE_SQL_TIME_LIMIT_S``.
+    """
+    lake = Lake(lake_url, options, catalog)
+    with lake.connect(read_only=True) as con:
+        confine(con, lake)
+        _check_read_only(con, query)
+        timer = threading.Timer(TIME_LIMIT_S, con.interrupt)
+        timer.start()
+        try:
+            cursor = con.execute(query)
+            rows = cursor.fetchall()
+        except duckdb.InterruptException as exc:
+            raise TimeoutError(f"the query ran longer than {TIME_LIMIT_S:g} s (TRACELAKE_SQL_TIME_LIMIT_S)") from exc
+        finally:
+            timer.cancel()
+        return [d[0] for d in cursor.description], rows
 
 
 def write_result(columns: list[str], rows: list[tuple], fmt: str) -> None:

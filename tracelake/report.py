@@ -11,9 +11,9 @@ from html import escape
 
 import duckdb
 
-from pipelines.lake import LAYERS, Lake
+from pipelines.lake import ALIAS, Lake
+from pipelines.rows import sql_path
 from tracelake.charts import format_ns, line_chart, stacked_bars
-from transforms.runner import connect, register_run_tables
 
 TOP_KERNELS = 15
 MAX_POINTS = 1500  # per memory series: enough for the curve's shape, small enough for a light page
@@ -123,13 +123,12 @@ def render_report(run_id: str, sections: list[Section]) -> str:
 
 def write_report(lake: Lake, run_id: str) -> str:
     """Build the run's report from its committed tables and write it to ``LAKE/reports/<run_id>.html``; returns its URL."""
-    con = connect(lake)
-    try:
-        for layer in LAYERS:
-            register_run_tables(con, lake, layer, run_id)
+    with lake.connect(read_only=True) as con:
+        for layer, table in con.execute(
+            "select schema_name, table_name from duckdb_tables() where database_name = $alias", {"alias": ALIAS}
+        ).fetchall():
+            con.execute(f"create temp view {table} as select * from {ALIAS}.{layer}.{table} where run_id = {sql_path(run_id)}")
         html = render_report(run_id, report_sections(con, run_id))
-    finally:
-        con.close()
     path = posixpath.join(lake.root, "reports", f"{run_id}.html")
     lake.fs.makedirs(posixpath.dirname(path), exist_ok=True)
     lake.fs.pipe_file(path, html.encode())

@@ -7,12 +7,13 @@ import dagster as dg
 from dagster_project.partitions import trace_runs
 from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource
+from pipelines.ingest import load_staged_run
 from pipelines.tables import RAW_TABLES
-from transforms.catalog import write_catalog
 from transforms.checks import check_names
 from transforms.graph import mart_dependencies
 from transforms.models import default_sql_root, discover_models
-from transforms.runner import MartResult, build_marts
+from transforms.pipeline import commit_staged_run, rebuild_marts
+from transforms.runner import MartResult
 
 SQL_ROOT = default_sql_root()
 MODELS = discover_models(SQL_ROOT)
@@ -49,31 +50,35 @@ def _preview(result: MartResult) -> str:
     name="marts",
 )
 def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettingsResource):
-    """Run the selected SQL marts on DuckDB over the run's raw Parquet, commit them, and refresh the catalog file."""
+    """Build the selected SQL marts on DuckDB over the run's raw tables and commit them.
+
+    After the raw tables' steps of the same Dagster run, the marts are built over what they staged and
+    one transaction commits raw tables and marts; alone, they are built again over the committed raw tables.
+    """
     selected = {key.path[-1] for key in context.selected_asset_keys}
     handle = lake.lake()
+    run_id = context.partition_key
     # The models of a GB-sized trace take tens of seconds: say so before, and how long after.
-    progress_log.info("  %s: building %d analysis tables", context.partition_key, len(selected))
+    progress_log.info("  %s: building %d analysis tables", run_id, len(selected))
     started = time.perf_counter()
-    results = build_marts(
-        handle, context.partition_key, select=selected, sql_root=SQL_ROOT,
-        memory_limit=ingest_settings.marts_memory_limit,
-    )
+    staged = load_staged_run(handle, run_id, context.run.root_run_id or context.run_id)
+    settings = ingest_settings.mart_settings()
+    if staged is not None:
+        committed = commit_staged_run(handle, staged, select=selected, settings=settings)
+    else:
+        committed = rebuild_marts(handle, run_id, select=selected, settings=settings)
     progress_log.info(
-        "  %s: %d analysis tables in %.1f s", context.partition_key, len(results), time.perf_counter() - started
+        "  %s: %d analysis tables in %.1f s, committed as snapshot %d",
+        run_id, len(committed.marts), time.perf_counter() - started, committed.commit.snapshot_id,
     )
-    catalog = lake.catalog(handle)
-    if catalog:
-        write_catalog(handle, catalog)
-    for result in results:
+    for result in committed.marts:
         key = dg.AssetKey(["marts", result.name])
         yield dg.MaterializeResult(
             asset_key=key,
             metadata={
                 "dagster/row_count": result.row_count,
-                "path": dg.MetadataValue.path(result.url),
+                "snapshot": committed.commit.snapshot_id,
                 "preview": dg.MetadataValue.md(_preview(result)),
-                **({"catalog": dg.MetadataValue.path(str(catalog))} if catalog else {}),
             },
         )
         for check in result.checks:

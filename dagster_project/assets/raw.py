@@ -1,8 +1,10 @@
-"""The raw tables of one run, as a graph: list the traces → one parse step per trace → commit the run.
+"""The raw tables of one run, as a graph: list the traces → one parse step per trace → stage the run.
 
-Each parse step uploads its trace's table files under the run's new version (invisible until the
-commit), so Dagster's executor can run them in separate processes, pods or Celery workers; the
-commit step writes ``traces``, ``quality_issues`` and the run's manifest in one write.
+Each parse step puts its trace's table files in the run's staging folder in the lake's storage (invisible
+to readers), so Dagster's executor can run them in separate processes, pods or Celery workers; the last
+step stages ``traces`` and ``quality_issues``. The ``marts`` asset then builds the analysis tables over the
+staged files and commits raw and analysis tables in one transaction; a run that materializes the raw
+tables alone commits them at once (dropping the run's analysis tables, which described the old version).
 """
 
 import re
@@ -13,11 +15,11 @@ import dagster as dg
 from dagster_project.partitions import trace_runs
 from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
-from pipelines.ingest import StagedTrace, commit_run, stage_trace
 from pipelines.identity import TraceFile
-from pipelines.lake import new_version
+from pipelines.ingest import StagedTrace, save_staged_run, stage_run_tables, stage_trace
 from pipelines.sources import RunSource, discover_runs
 from pipelines.tables import RAW_TABLES
+from transforms.pipeline import commit_staged_run
 
 RAW_DESCRIPTIONS = {
     "kernels": "GPU kernels (and MTIA device events) with launch config, occupancy and NCCL collective args.",
@@ -94,7 +96,8 @@ def mapping_keys(trace_ids: list[str]) -> list[str]:
 def list_traces(context: dg.OpExecutionContext, config: RawIngestConfig, source: TraceSourceResource):
     """List the run's trace files and start a new version of the run: one parse step per trace."""
     run = _find_run(context.partition_key, config, source)
-    version = new_version()
+    # Shared by every re-execution of this Dagster run, so the marts step finds what the parse steps staged.
+    version = context.run.root_run_id or context.run_id
     yield dg.Output(RunVersion(run, version), output_name="run")
     for trace, key in zip(run.traces, mapping_keys([t.trace_id for t in run.traces]), strict=True):
         yield dg.DynamicOutput(PendingTrace(trace, version), mapping_key=key, output_name="traces")
@@ -120,9 +123,21 @@ def parse_trace(
 
 
 @dg.op(out={table: dg.Out(dg.Nothing) for table in RAW_TABLES})
-def commit_raw_tables(run: RunVersion, staged: list[StagedTrace], lake: LakeResource):
-    """Check rank claims, write ``traces`` and ``quality_issues``, and commit every raw table of the run at once."""
-    result = commit_run(run.run, lake.lake(), run.version, staged)
+def stage_raw_tables(
+    context: dg.OpExecutionContext, run: RunVersion, staged: list[StagedTrace], lake: LakeResource,
+    ingest_settings: IngestSettingsResource,
+):
+    """Check rank claims and stage ``traces`` and ``quality_issues``: the run's raw tables, ready for the marts
+    step to commit with the analysis tables (or committed here when this Dagster run builds no mart)."""
+    handle = lake.lake()
+    result = stage_run_tables(run.run, handle, run.version, staged)
+    selection = context.run.asset_selection  # None: the whole job, marts included
+    if selection is None or any(key.path[0] == "marts" for key in selection):
+        save_staged_run(handle, result)
+        state = "staged"
+    else:
+        commit_staged_run(handle, result, select=set(), settings=ingest_settings.mart_settings())
+        state = "committed"
     trace_issues = {i for p in result.traces for i in p.issues}
     for issue in result.issues:
         if issue not in trace_issues:  # run-level findings (duplicate ranks) surface after all traces
@@ -135,7 +150,8 @@ def commit_raw_tables(run: RunVersion, staged: list[StagedTrace], lake: LakeReso
                 "dagster/row_count": result.row_counts.get(table, 0),
                 "traces": len(result.traces),
                 "errors": len(result.errors),
-                "manifest_version": result.manifest.version,
+                "version": run.version,
+                "state": state,
                 "source": run.run.url,
             },
         )
@@ -162,4 +178,4 @@ def _run_url_config(config: RawIngestConfig) -> dict:
 def raw_tables():
     """Parse every trace of the run in its own step, then replace the run's partition of every raw table."""
     run, traces = list_traces()
-    return commit_raw_tables(run, traces.map(parse_trace).collect())
+    return stage_raw_tables(run, traces.map(parse_trace).collect())

@@ -1,0 +1,136 @@
+"""Commit one run's new version to the lake: every table of the run replaced in one DuckLake transaction.
+
+Readers see the previous version of the run or the new one, whole: raw and analysis tables never mix
+versions. Concurrent commits of the same run conflict in the catalog; the loser starts its transaction
+again, so any number of writers end with one complete version. Commits of different runs touch different
+files and all land.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import duckdb
+import orjson
+
+from pipelines.lake import ALIAS, LAYERS
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 30
+_RETRYABLE = ("conflict", "database is locked", "could not serialize", "deadlock", "retry")
+
+
+@dataclass(frozen=True)
+class RunCommit:
+    """What one commit made visible."""
+
+    run_id: str
+    snapshot_id: int
+    attempts: int
+
+
+def _is_retryable(exc: duckdb.Error) -> bool:
+    message = str(exc).lower()
+    return isinstance(exc, duckdb.TransactionException) or any(word in message for word in _RETRYABLE)
+
+
+def lake_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """``layer.table`` → column names of every table the lake holds now."""
+    rows = con.execute(
+        "select schema_name || '.' || table_name, list(column_name order by column_index) "
+        "from duckdb_columns() where database_name = $alias group by all",
+        {"alias": ALIAS},
+    ).fetchall()
+    return dict(rows)
+
+
+def _prepare_table(
+    con: duckdb.DuckDBPyConnection, qualified: str, select: str, existing: dict[str, list[str]]
+) -> None:
+    """Create ``qualified`` from ``select``'s columns (``run_id`` first, partitioned by it), or add the columns it lacks."""
+    target = f"{ALIAS}.{qualified}"
+    if qualified not in existing:
+        con.execute(f"create table {target} as select ''::varchar as run_id, * from ({select}) limit 0")
+        con.execute(f"alter table {target} set partitioned by (run_id)")
+        return
+    have = set(existing[qualified])
+    for name, kind, *_ in con.execute(f"describe select * from ({select})").fetchall():
+        if name not in have:
+            con.execute(f'alter table {target} add column "{name}" {kind}')
+
+
+def replace_run(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    sources: dict[str, str],
+    *,
+    clear: tuple[str, ...] = (),
+    info: dict[str, object] | None = None,
+) -> RunCommit:
+    """Make ``sources`` (``layer.table`` → a SELECT of the run's rows, without ``run_id``) the run's contents.
+
+    Every other table of the layers in ``clear`` loses the run's rows in the same transaction (a new raw
+    version makes the old analysis tables wrong). ``info`` goes into the snapshot's commit message.
+    """
+    message = orjson.dumps({"run_id": run_id, **(info or {})}, default=str).decode()
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        con.execute("begin")
+        try:
+            existing = lake_tables(con)
+            for qualified, select in sources.items():
+                _prepare_table(con, qualified, select, existing)
+                con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
+                con.execute(
+                    f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
+                    {"run_id": run_id},
+                )
+            for qualified in existing:
+                if qualified.split(".")[0] in clear and qualified not in sources:
+                    con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
+            con.execute(
+                f"call {ALIAS}.set_commit_message('tracelake', $title, extra_info => $info)",
+                {"title": f"ingest {run_id}", "info": message},
+            )
+            con.execute("commit")
+        except duckdb.Error as exc:
+            con.execute("rollback")
+            if attempt == MAX_ATTEMPTS or not _is_retryable(exc):
+                raise
+            log.info("commit of run %s conflicted (%s); attempt %d", run_id, exc, attempt + 1)
+            time.sleep(random.uniform(0.02, 0.05) * min(attempt, 10))
+            continue
+        snapshot = con.execute(
+            f"select max(snapshot_id) from {ALIAS}.snapshots() where commit_extra_info = $info", {"info": message}
+        ).fetchone()
+        return RunCommit(run_id, snapshot[0] if snapshot and snapshot[0] is not None else -1, attempt)
+    raise AssertionError("unreachable")
+
+
+def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seconds") -> None:
+    """Forget snapshots older than ``retention`` and delete the files only they used.
+
+    With no retention (the default) a direct Parquet glob over the lake sees exactly the current version.
+    Several writers may expire at once; one that loses the race leaves the work to the next commit.
+    """
+    try:
+        con.execute(
+            f"call ducklake_expire_snapshots('{ALIAS}', older_than => now() - $retention::interval)",
+            {"retention": retention},
+        )
+        con.execute(f"call ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)")
+    except duckdb.Error as exc:
+        if not _is_retryable(exc):
+            raise
+        log.info("expiring old versions deferred: %s", exc)
+
+
+def layer_of(qualified: str) -> str:
+    """``raw`` or ``marts`` of a ``layer.table`` name."""
+    layer = qualified.split(".", 1)[0]
+    if layer not in LAYERS:
+        raise ValueError(f"{qualified}: layer must be one of {LAYERS}")
+    return layer

@@ -1,0 +1,35 @@
+"""DuckDB extensions from their PyPI wheels, so nothing is downloaded at run time (workers are often offline)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from pathlib import Path
+
+import duckdb
+
+LAKE_EXTENSIONS = ("ducklake", "httpfs", "postgres", "sqlite")
+
+
+@functools.cache
+def extension_file(name: str) -> str:
+    """The ``.duckdb_extension`` file shipped by the ``duckdb-extension-<name>`` wheel for this DuckDB version."""
+    package = importlib.import_module(f"duckdb_extension_{name}")
+    root = Path(next(iter(package.__path__)))
+    matches = sorted(root.glob(f"extensions/v{duckdb.__version__}/{name}.duckdb_extension"))
+    if not matches:
+        raise RuntimeError(
+            f"duckdb-extension-{name} has no build for DuckDB {duckdb.__version__} under {root}: "
+            f"install duckdb-extension-{name}=={duckdb.__version__}"
+        )
+    return str(matches[0])
+
+
+def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...] = LAKE_EXTENSIONS) -> None:
+    """Load ``names`` into ``con``, installing each from its wheel the first time (a file copy, no network)."""
+    for name in names:
+        try:
+            con.execute(f"load {name}")
+        except duckdb.IOException:
+            con.execute(f"install '{extension_file(name)}'")
+            con.execute(f"load {name}")
