@@ -126,18 +126,20 @@ def ingest_run(
     source_options: dict[str, Any] | None = None,
     settings: ParseSettings | None = None,
     mart_settings: MartSettings | None = None,
+    select: set[str] | None = None,
     parallelism: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> CommittedRun:
     """Ingest one run: every trace parsed, every mart built, all committed as the run's new version at once.
 
     Bad traces never stop the run: they are reported as quality issues, and every good trace lands.
-    A failure before the commit leaves the previous version of the run as it was.
+    A failure before the commit leaves the previous version of the run as it was. With ``select``, only
+    those marts are built (the run's other marts are emptied: they described its previous version).
     """
     staged = stage_run(run, lake, source_options=source_options, settings=settings, parallelism=parallelism,
                        progress=progress)
     try:
-        return commit_staged_run(lake, staged, settings=mart_settings)
+        return commit_staged_run(lake, staged, select=select, settings=mart_settings)
     except BaseException:
         discard_staging(lake, run.run_id, staged.version)
         raise

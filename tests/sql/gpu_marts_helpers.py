@@ -6,13 +6,13 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.ingest import ingest_run
 from pipelines.lake import Lake
 from pipelines.sources import discover_runs
 from transforms.models import discover_models
-from transforms.runner import MartResult, build_marts, connect, register_run_tables
+from transforms.pipeline import ingest_run
+from transforms.runner import MartResult, register_run_tables
 
-TRACES = Path("/work/shared/traces")
+from tests.conftest import SHARED_TRACES as TRACES
 
 
 def build_lake(source: Path, lake_dir: Path, marts: set[str]) -> tuple[Lake, dict[str, list[MartResult]]]:
@@ -20,8 +20,7 @@ def build_lake(source: Path, lake_dir: Path, marts: set[str]) -> tuple[Lake, dic
     lake = Lake(str(lake_dir))
     results: dict[str, list[MartResult]] = {}
     for run in discover_runs(str(source)):
-        ingest_run(run, lake)
-        results[run.run_id] = build_marts(lake, run.run_id, select=marts)
+        results[run.run_id] = ingest_run(run, lake, select=marts).marts
     return lake, results
 
 
@@ -38,9 +37,9 @@ def read_mart(lake_dir: Path, mart: str) -> list[dict]:
 
 def query_model(lake: Lake, run_id: str, model: str, sql: str) -> list[tuple]:
     """Create the staging/intermediate models over the run's raw tables and run ``sql`` (it may read ``model``)."""
-    con = connect(lake)
+    con = lake.connect(read_only=True)
     try:
-        register_run_tables(con, lake, "raw", run_id)
+        register_run_tables(con, run_id)
         models = discover_models()
         from transforms.graph import run_order
         from pipelines.tables import RAW_TABLES

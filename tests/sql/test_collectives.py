@@ -14,10 +14,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.ingest import ingest_run
 from pipelines.lake import Lake
 from pipelines.sources import discover_runs
-from transforms.runner import build_marts
+from transforms.pipeline import ingest_run
 
 BASE_NS = 1_700_000_000_000_000_000
 GIB = 1024**3
@@ -102,8 +101,7 @@ def collectives_marts(tmp_path_factory: pytest.TempPathFactory):
     lake = Lake(str(tmp_path_factory.mktemp("collectives_lake")))
     results, rows = {}, {}
     for run in discover_runs(str(root)):
-        ingest_run(run, lake)
-        (results[run.run_id],) = build_marts(lake, run.run_id, select={"collectives"})
+        (results[run.run_id],) = ingest_run(run, lake, select={"collectives"}).marts
         rel = duckdb.sql(f"select * from read_parquet('{lake.url}/marts/collectives/run_id={run.run_id}/*.parquet')")
         for row in rel.fetchall():
             r = dict(zip(rel.columns, row))

@@ -14,14 +14,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.ingest import ingest_run
 from pipelines.lake import Lake
 from pipelines.sources import discover_runs
-from transforms.runner import build_marts
+from transforms.pipeline import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
 
-TRACES = Path("/work/shared/traces")
+from tests.conftest import SHARED_TRACES as TRACES
 HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches"}
 
 # (run folder under TRACES, run_id, trace file relative to TRACES)
@@ -52,8 +51,7 @@ def hta_lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, dict[str, 
     results = {}
     for folder in sorted({c[0] for c in CASES}):
         for run in discover_runs(str(TRACES / folder)):
-            ingest_run(run, lake)
-            results[run.run_id] = build_marts(lake, run.run_id, select=HTA_MARTS | {"collectives"})
+            results[run.run_id] = ingest_run(run, lake, select=HTA_MARTS | {"collectives"}).marts
     return lake, results
 
 

@@ -21,10 +21,10 @@ import duckdb
 import pytest
 
 from pipelines.identity import trace_id_for
-from pipelines.ingest import ingest_run
 from pipelines.lake import Lake
 from pipelines.sources import discover_runs
-from transforms.runner import build_marts
+from transforms.catalog import open_lake
+from transforms.pipeline import MartSettings, ingest_run
 
 SHARED = Path(os.environ.get("TRACELAKE_SHARED_TRACES", "/work/shared/traces"))
 REFERENCE_SCRIPT = Path(__file__).with_name("tb_reference.py")
@@ -71,14 +71,12 @@ class Built:
 
     def build(self) -> None:
         for run in discover_runs(str(self.source)):
-            ingest_run(run, self.lake, parallelism=1)
-            self.results[run.run_id] = build_marts(self.lake, run.run_id, select=TB_MARTS, threads=1)
-        con = duckdb.connect()
+            self.results[run.run_id] = ingest_run(
+                run, self.lake, parallelism=1, select=TB_MARTS, mart_settings=MartSettings(threads=1)
+            ).marts
+        con = open_lake(self.lake.url)
         for table in TB_MARTS | {"traces"}:
-            layer = "raw" if table == "traces" else "marts"
-            files = self.lake.committed_files(layer, set(self.results)).get(table, [])
-            rel = con.execute("select * from read_parquet($f, hive_partitioning = true, union_by_name = true)",
-                              {"f": files})
+            rel = con.execute(f"select * from {table} where run_id in (select unnest($runs))", {"runs": list(self.results)})
             cols = [d[0] for d in rel.description]
             self.tables[table] = [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
         con.close()

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.ingest import ingest_run
 from pipelines.lake import Lake
 from pipelines.sources import discover_runs
 from tests.transforms.test_models import CONTRACT, contract_tables
 from transforms.catalog import open_lake
-from transforms.runner import build_marts
+from transforms.pipeline import ingest_run
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +24,6 @@ def lake(tmp_path_factory: pytest.TempPathFactory, gloo_traces_dir: Path, shared
     lake = Lake(str(root))
     for run in discover_runs(str(source)):
         ingest_run(run, lake)
-        build_marts(lake, run.run_id)
     return root
 
 
