@@ -136,7 +136,7 @@ class Lake:
         if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)) and not self.exists():
             raise LakeError(
                 f"{self.url} holds a tracelake 0.1 lake (per-run manifests, no DuckLake catalog): convert it with "
-                f"`tracelake migrate --lake {self.url}` or ingest the traces again into a new lake"
+                f"`tracelake migrate --lake {self.url}`"
             )
 
     def connect(
@@ -150,10 +150,12 @@ class Lake:
         """An in-memory DuckDB with the lake attached as ``lake`` (schemas ``lake.raw``, ``lake.marts``).
 
         Every row lives in Parquet (``data_inlining_row_limit 0``), so direct reads of the files see them all.
+        Reading a lake that is not there, or is in the old layout, raises :class:`LakeError`.
         """
-        self.check_layout()
-        if read_only and not self.exists():
-            raise LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
+        if read_only:
+            self.check_layout()
+            if not self.exists():
+                raise LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
         config: dict[str, Any] = {"threads": threads} if threads else {}
         if memory_limit:
             config["memory_limit"] = memory_limit

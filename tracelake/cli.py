@@ -26,36 +26,57 @@ def _storage_options(values: list[str]) -> dict[str, Any] | None:
     return options or None
 
 
+def _lake_options(command: argparse.ArgumentParser, *, lake_required: bool = True) -> None:
+    command.add_argument("--lake", required=lake_required, help="the lake's data: a local folder or s3://bucket/prefix")
+    command.add_argument("--catalog", default=os.environ.get("TRACELAKE_CATALOG"),
+                         help="the lake's DuckLake catalog: postgresql://user@host:port/db or a file path "
+                         "(default: TRACELAKE_CATALOG, else LAKE/catalog.sqlite for a local lake)")
+    command.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                         help="fsspec option for s3:// URLs, e.g. key=…, secret=…, client_kwargs='{\"endpoint_url\": …}' "
+                         "(repeatable; default: the AWS_* variables)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracelake", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     ingest = commands.add_parser("ingest", help="ingest every trace under SOURCE into the lake and build every table")
     ingest.add_argument("source", help="local folder or fsspec URL (s3://bucket/prefix) holding one folder per run")
-    ingest.add_argument("--lake", required=True, help="local folder or fsspec URL of the lake")
-    ingest.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="fsspec option for s3:// and other URLs (repeatable)")
     ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse gets cores/N DuckDB threads "
                         "(default 1: in-process, one trace after another with every core)")
     ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a process of its own "
                         "(default 1); for many small traces, the number of cores")
+    _lake_options(ingest, lake_required=True)
 
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
-    sql.add_argument("query")
-    sql.add_argument("--lake", required=True)
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    sql.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    sql.add_argument("query", help="one SELECT (or EXPLAIN of one); every table is a view by its bare name, and "
+                     "lake.<raw|marts>.<table> AT (VERSION => N) reads an older snapshot that retention keeps")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
+    _lake_options(sql)
+
+    history = commands.add_parser("history", help="the committed versions of a run: snapshot, when, source fingerprint")
+    history.add_argument("run_id", help="the run whose versions to list")
+    _lake_options(history)
+
+    maintain = commands.add_parser("maintain", help="merge small files, expire old versions, sweep killed ingests' files")
+    maintain.add_argument("--retention", default="0 seconds",
+                          help="keep versions younger than this DuckDB interval readable (default: none)")
+    maintain.add_argument("--leftover-age", default="1 day",
+                          help="staged and orphaned files older than this are deleted (default 1 day)")
+    _lake_options(maintain)
+
+    migrate = commands.add_parser("migrate", help="convert a lake written by tracelake 0.1 (per-run manifests)")
+    _lake_options(migrate)
 
     compare = commands.add_parser("compare", help="what got slower from RUN_A to RUN_B: kernels, ops, collectives, steps")
     compare.add_argument("run_a", help="the baseline run_id")
     compare.add_argument("run_b", help="the run_id compared with it")
-    compare.add_argument("--lake", required=True)
     compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
     compare.add_argument("--kind", choices=("kernel", "collective", "op", "step", "phase"), action="append",
                          help="only these kinds of rows (repeatable; default all)")
     compare.add_argument("--limit", type=int, default=30, help="rows to print, largest slowdown first (0: all)")
     compare.add_argument("--out", help="also write the whole run_comparison table to this Parquet file")
-    compare.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    _lake_options(compare)
 
     demo = commands.add_parser("demo", help="profile small torch jobs, ingest them with sample GPU traces, report")
     demo.add_argument("--lake", default="lake", help="where to write the demo lake (default: ./lake)")
@@ -74,12 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return _run(args)
-    except Exception as exc:  # storage failures (no bucket, bad credentials, endpoint down): one line
+    except Exception as exc:  # no lake, storage failures (no bucket, bad credentials, endpoint down): one line
+        from pipelines.lake import LakeError
         from pipelines.storage import describe_error, is_storage_error
 
-        if not is_storage_error(exc):
+        if not isinstance(exc, LakeError) and not is_storage_error(exc):
             raise
-        print(f"tracelake {args.command}: {describe_error(exc)}", file=sys.stderr)
+        print(f"tracelake {args.command}: {describe_error(exc) if is_storage_error(exc) else exc}", file=sys.stderr)
         return 2
 
 
@@ -105,15 +127,16 @@ def _run(args: argparse.Namespace) -> int:
         gc.freeze()
         try:
             return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
-                          parallelism=args.parallelism, jobs=args.jobs)
+                          catalog=args.catalog, parallelism=args.parallelism, jobs=args.jobs)
         finally:
             gc.unfreeze()
     if args.command == "sql":
         from tracelake.query import run_query, write_result
 
         try:
-            columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option))
-        except (ValueError, RuntimeError) as exc:
+            columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
+                                      catalog=args.catalog)
+        except (ValueError, RuntimeError, TimeoutError) as exc:
             print(f"tracelake sql: {exc}", file=sys.stderr)
             return 2
         except Exception as exc:  # DuckDB's own errors: show them as one line, not a traceback
@@ -127,7 +150,11 @@ def _run(args: argparse.Namespace) -> int:
         from tracelake.compare import run_compare
 
         return run_compare(args.run_a, args.run_b, args.lake, options=_storage_options(args.storage_option),
-                           kinds=args.kind, limit=args.limit, fmt=args.format, out=args.out)
+                           catalog=args.catalog, kinds=args.kind, limit=args.limit, fmt=args.format, out=args.out)
+    if args.command in ("history", "maintain", "migrate"):
+        from tracelake import housekeeping
+
+        return getattr(housekeeping, args.command)(args, _storage_options(args.storage_option))
     if args.command == "demo":
         from tracelake.demo import run_demo
 

@@ -18,6 +18,7 @@ def run_compare(
     lake_url: str,
     *,
     options: dict[str, Any] | None = None,
+    catalog: str | None = None,
     kinds: list[str] | None = None,
     limit: int = 30,
     fmt: str = "table",
@@ -25,7 +26,7 @@ def run_compare(
 ) -> int:
     """Print what got slower from ``run_a`` to ``run_b`` (largest slowdown per rank-step first); returns the exit code."""
     try:
-        table = compare_runs(open_lake(lake_url, options), run_a, run_b)
+        table = compare_runs(open_lake(lake_url, options, catalog=catalog), run_a, run_b)
     except ValueError as exc:
         print(f"tracelake compare: {exc}", file=sys.stderr)
         return 2
