@@ -1,5 +1,5 @@
 """Session-wide fixtures: real torch traces, made once per session and shared by every test that needs them,
-a lake of the example traces, and a real S3 server on loopback (moto).
+a lake of the example traces, a real S3 server on loopback (moto), and PostgreSQL and Redis servers on loopback.
 
 Treat the folders as read-only: other tests ingest them as SOURCE folders.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import s3fs
 
+from tests.support.databases import PostgresServer, RedisServer, start_postgres, start_redis
 from tests.support.s3 import S3Server, moto_server
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake.workloads import CPU_RUN_ID, GLOO_RUN_ID, profile_gloo_job, profile_single_process
@@ -120,3 +121,23 @@ def example_lake(tmp_path_factory: pytest.TempPathFactory, cpu_traces_dir: Path)
     shutil.copytree(cpu_traces_dir / CPU_RUN_ID, root / "traces" / CPU_RUN_ID)
     assert ingest(str(root / "traces"), str(root / "lake")) == 0
     return root / "lake"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server on loopback for the session (trust auth, user ``tracelake``); skips if not installed."""
+    with start_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_database(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's PostgreSQL server, as ``postgresql://tracelake@127.0.0.1:PORT/NAME``."""
+    return postgres_server.url(postgres_server.create_database())
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One Redis server on loopback for the session (no persistence); skips if not installed."""
+    with start_redis() as server:
+        yield server

@@ -7,10 +7,11 @@ import shutil
 import time
 from pathlib import Path
 
+from pipelines.shipped import shipped_folder
 from tracelake.ingest import ingest
 from tracelake.query import run_query, write_result
 
-SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "examples" / "traces"
+SAMPLE_TRACES = shipped_folder("tracelake", "sample_traces", "examples/traces", must_hold="README.md")
 
 _REPORT_QUERIES = {
     "Runs in the lake": "select run_id, trace_count, ranks, world_size, backend, device_name from runs order by run_id",

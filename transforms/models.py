@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from pipelines.rows import small_statements
+from pipelines.shipped import shipped_folder
 
 LAYERS = ("staging", "intermediate", "marts")
 _PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": ""}
@@ -36,8 +37,8 @@ class SqlModel:
 
 
 def default_sql_root() -> Path:
-    """The ``sql/`` folder shipped beside the packages."""
-    return Path(__file__).resolve().parent.parent / "sql"
+    """The SQL models: ``sql/`` of the installed ``transforms`` package, else the checkout's top-level ``sql/``."""
+    return shipped_folder("transforms", "sql", "sql", must_hold="marts")
 
 
 def _nodes(node: Any) -> Iterator[dict[str, Any]]:
@@ -102,6 +103,8 @@ def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:
     """Every model under ``sql_root``, by name; parsed again only when a file was added, removed or edited."""
     root = sql_root or default_sql_root()
     files = tuple((path, path.read_text()) for layer in LAYERS for path in sorted((root / layer).glob("*.sql")))
+    if not any(path.parent.name == "marts" for path, _ in files):
+        raise FileNotFoundError(f"no SQL models in {root / 'marts'}: nothing to build")  # never an empty success
     return dict(_parse_models(files))  # a copy: the cached dict stays as parsed
 
 

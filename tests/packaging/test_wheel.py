@@ -1,0 +1,97 @@
+"""tracelake installed from its wheel (deploy/install.sh, as the Docker image does) into a fresh venv outside the
+checkout, with nothing but its declared dependencies: it holds every module and data file, finds its SQL models,
+and ingests real traces into a lake identical to the checkout's, without torch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tracelake
+from tests.support.installed import InstalledVenv, install_wheel
+from tests.support.servers import ROOT
+from tracelake.ingest import ingest
+from tracelake.workloads import CPU_RUN_ID
+from transforms.models import discover_models
+
+# Checkout folder → where the wheel puts it (pyproject.toml [tool.setuptools] package-dir).
+SHIPPED = {"sql": "transforms/sql", "examples/traces": "tracelake/sample_traces"}
+PACKAGES = ("pipelines", "transforms", "dagster_project", "tracelake")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledVenv:
+    return install_wheel(tmp_path_factory.mktemp("wheel"), extras=("fleet",))
+
+
+@pytest.fixture(scope="module")
+def site_packages(installed: InstalledVenv, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = installed.python("import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                           cwd=tmp_path_factory.mktemp("elsewhere"))
+    return Path(out.strip())
+
+
+def _files(root: Path, pattern: str = "*") -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_every_module_and_data_file(site_packages: Path) -> None:
+    expected = {f"{package}/{f}" for package in PACKAGES for f in _files(ROOT / package, "*.py")}
+    for folder, target in SHIPPED.items():
+        expected |= {f"{target}/{f}" for f in _files(ROOT / folder)}
+    assert expected - _files(site_packages) == set()
+    # Installed as files, not as a link back to a checkout (an editable install would leave a .pth or finder).
+    assert not list(site_packages.glob("__editable__*"))
+
+
+@pytest.mark.slow
+def test_the_installed_package_finds_its_models_outside_the_checkout(
+    installed: InstalledVenv, site_packages: Path, tmp_path: Path
+) -> None:
+    found = json.loads(installed.python(
+        "import json, importlib.util, tracelake, transforms.models as m;"
+        "print(json.dumps({'root': str(m.default_sql_root()), 'models': sorted(m.discover_models()),"
+        " 'torch': importlib.util.find_spec('torch') is not None, 'tracelake': tracelake.__file__}))",
+        cwd=tmp_path,
+    ))
+    assert found["root"] == str(site_packages / "transforms" / "sql")
+    assert found["tracelake"].startswith(str(site_packages))
+    assert found["models"] == sorted(discover_models())
+    assert found["torch"] is False  # torch is the `profile` extra; ingestion must not need it
+
+
+@pytest.mark.slow
+def test_the_installed_package_ingests_like_the_checkout(
+    installed: InstalledVenv, tmp_path: Path, shared_traces: Path, cpu_traces_dir: Path
+) -> None:
+    # A real NCCL GPU trace (collectives) and a torch CPU trace (memory events): every analysis table gets rows.
+    source = tmp_path / "traces"
+    shutil.copytree(shared_traces / "nccl_rank0_of_2", source / "nccl_rank0_of_2")
+    shutil.copytree(cpu_traces_dir / CPU_RUN_ID, source / CPU_RUN_ID)
+    done = subprocess.run([installed.bin("tracelake"), "ingest", str(source), "--lake", str(tmp_path / "lake")],
+                          cwd=tmp_path, env=installed.env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tables = sorted(name for name, model in discover_models().items() if model.layer == "marts")
+    count = "select count(*) from {}"
+    installed_counts = json.loads(installed.python(
+        "import json, tracelake; con = tracelake.open_lake('lake');"
+        f"print(json.dumps({{t: con.execute({count!r}.format(t)).fetchone()[0] for t in {tables!r}}}))",
+        cwd=tmp_path,
+    ))
+    assert [t for t, n in installed_counts.items() if n == 0] == []
+    assert ingest(str(source), str(tmp_path / "checkout_lake")) == 0
+    con = tracelake.open_lake(str(tmp_path / "checkout_lake"))
+    assert installed_counts == {t: con.execute(count.format(t)).fetchone()[0] for t in tables}
+
+
+@pytest.mark.slow
+def test_the_code_location_loads_from_the_installed_package(installed: InstalledVenv, tmp_path: Path) -> None:
+    jobs = installed.python(
+        "import dagster_project.definitions as d; print(sorted(j.name for j in d.defs.jobs))", cwd=tmp_path
+    )
+    assert "ingest_run" in jobs
