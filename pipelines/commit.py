@@ -38,12 +38,12 @@ def _is_retryable(exc: duckdb.Error) -> bool:
     return isinstance(exc, duckdb.TransactionException) or any(word in message for word in _RETRYABLE)
 
 
-def lake_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """``layer.table`` → column names of every table the lake holds now."""
+def lake_tables(con: duckdb.DuckDBPyConnection, alias: str = ALIAS) -> dict[str, list[str]]:
+    """``layer.table`` → column names of every table of the lake attached as ``alias``."""
     rows = con.execute(
         "select schema_name || '.' || table_name, list(column_name order by column_index) "
         "from duckdb_columns() where database_name = $alias group by all",
-        {"alias": ALIAS},
+        {"alias": alias},
     ).fetchall()
     return dict(rows)
 
@@ -116,11 +116,15 @@ def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seco
     With no retention (the default) a direct Parquet glob over the lake sees exactly the current version.
     Several writers may expire at once; one that loses the race leaves the work to the next commit.
     """
+    # The snapshots are chosen here: the extension's own older_than compares times wrongly on a SQLite catalog.
+    (expired,) = con.execute(
+        f"select list(snapshot_id) from {ALIAS}.snapshots() "
+        f"where snapshot_time < now() - $retention::interval and snapshot_id < (select max(snapshot_id) from {ALIAS}.snapshots())",
+        {"retention": retention},
+    ).fetchone()
     try:
-        con.execute(
-            f"call ducklake_expire_snapshots('{ALIAS}', older_than => now() - $retention::interval)",
-            {"retention": retention},
-        )
+        if expired:
+            con.execute(f"call ducklake_expire_snapshots('{ALIAS}', versions => $expired)", {"expired": expired})
         con.execute(f"call ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)")
     except duckdb.Error as exc:
         if not _is_retryable(exc):

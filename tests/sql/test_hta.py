@@ -16,6 +16,7 @@ import pytest
 
 from pipelines.lake import Lake
 from pipelines.sources import discover_runs
+from transforms.catalog import open_lake
 from transforms.pipeline import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
@@ -78,8 +79,8 @@ def hta_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def mart_rows(lake: Lake, mart: str, run_id: str, trace_file: str) -> list[dict]:
     trace_id = Path(trace_file).name.split(".")[0]
-    files = f"{lake.url}/marts/{mart}/run_id={run_id}/*.parquet"
-    rel = duckdb.sql(f"select * from read_parquet('{files}') where trace_id = '{trace_id}'")
+    rel = open_lake(lake.url).sql(f"select * from {mart} where run_id = $run and trace_id = $trace",
+                                  params={"run": run_id, "trace": trace_id})
     return [dict(zip(rel.columns, row)) for row in rel.fetchall()]
 
 
