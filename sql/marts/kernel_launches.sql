@@ -1,9 +1,13 @@
--- One row per GPU event launched by cudaLaunchKernel, cudaLaunchKernelExC, the MTIA runFunction launch,
--- cudaMemcpyAsync or cudaMemsetAsync, joined to its runtime call by correlation id, as in HTA's launch stats.
--- launch_delay = max(0, gpu start - runtime end). cpu/gpu durations and delay mimic HTA 0.5.0's integer µs
+-- One row per launch call (correlation id) that started device work: kernel launches (CUDA runtime and driver,
+-- HIP, MTIA's runFunction), CUDA/HIP graph launches, and async memcpy/memset, joined to their GPU events as in HTA's
+-- launch stats. A graph launch runs several kernels under one correlation: kernel_name and stream are its first
+-- kernel's, gpu_ts its first start, gpu_dur the span to its last end, kernel_count how many ran (1 for the rest).
+-- launch_delay = max(0, first gpu start - runtime end). cpu/gpu durations and delay mimic HTA 0.5.0's integer µs
 -- (ceil start, floor end; ×1000 here), with sub-µs events whose rounded duration is -1 µs clamped to 0 (HTA
 -- keeps -1 µs; within the 1 µs agreement). Timestamps are absolute ns of the HTA-rounded start. HTA's window
 -- applies (last ProfilerStep dropped). exact_* columns give the same quantities from the unrounded ns times.
+-- Deliberate difference: HTA 0.5.0's launch stats know only cudaLaunchKernel(ExC), runFunction and
+-- cudaMemcpyAsync/cudaMemsetAsync; runtime_name tells the added launch kinds apart.
 -- grain: run_id, trace_id, correlation
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/cuda_kernel_analysis.py::cuda_kernel_launch_stats; see ANCHORS.md §2.3
 with
@@ -12,30 +16,51 @@ launches as (
     select *
     from int_hta_runtime
     where name in (
-        'cudaLaunchKernel',
-        'cudaLaunchKernelExC',
-        'runFunction - job_prep_and_submit_for_execution',
-        'cudaMemcpyAsync',
-        'cudaMemsetAsync'
+        'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
+        'cudaLaunchCooperativeKernel', 'cudaGraphLaunch', 'cuGraphLaunch',
+        'cudaMemcpyAsync', 'cudaMemsetAsync',
+        'hipLaunchKernel', 'hipExtLaunchKernel', 'hipModuleLaunchKernel', 'hipExtModuleLaunchKernel', 'hipGraphLaunch',
+        'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream',
+        'runFunction - job_prep_and_submit_for_execution'
     )
+),
+
+device_work as (
+    select
+        run_id,
+        trace_id,
+        correlation,
+        arg_min(name, ts_ns) as kernel_name,
+        arg_min(stream, ts_ns) as stream,
+        arg_min(cat, ts_ns) as gpu_cat,
+        any_value(base_ns) as base_ns,
+        min(ts_us) as ts_us,
+        max(end_us) as end_us,
+        min(ts_ns) as ts_ns,
+        max(end_ns) as end_ns,
+        count(*) as kernel_count
+    from int_hta_gpu_events
+    where correlation is not null
+    group by run_id, trace_id, correlation
 )
 
 select
     launches.run_id,
     launches.trace_id,
     launches.correlation,
-    gpu.name as kernel_name,
+    gpu.kernel_name,
     gpu.stream,
     gpu.base_ns + launches.ts_us * 1000 as cpu_ts_ns,
     greatest(launches.end_us - launches.ts_us, 0) * 1000 as cpu_dur_ns,
     gpu.base_ns + gpu.ts_us * 1000 as gpu_ts_ns,
-    greatest(gpu.dur_us, 0) * 1000 as gpu_dur_ns,
+    greatest(gpu.end_us - gpu.ts_us, 0) * 1000 as gpu_dur_ns,
     greatest(gpu.ts_us - launches.end_us, 0) * 1000 as launch_delay_ns,
     launches.rank,
     launches.name as runtime_name,
-    gpu.cat as gpu_cat,
+    gpu.gpu_cat,
+    gpu.kernel_count,
     launches.dur_ns as exact_cpu_dur_ns,
-    gpu.dur_ns as exact_gpu_dur_ns,
+    gpu.end_ns - gpu.ts_ns as exact_gpu_dur_ns,
     greatest(gpu.ts_ns - (launches.ts_ns + launches.dur_ns), 0) as exact_launch_delay_ns
 from launches
-join int_hta_gpu_events as gpu using (run_id, trace_id, correlation)
+join device_work as gpu using (run_id, trace_id, correlation)

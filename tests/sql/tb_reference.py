@@ -58,6 +58,7 @@ def _figures(path: str) -> tuple[dict, DistributedRunProfileData | None]:
         "has_communication": profile.has_communication,
         "comm_nodes": len(profile.comm_node_list or []),
         "gpus": gpus,
+        "recommendations": list(profile.recommendations),
     }
     return figures, DistributedRunProfileData(profile)
 
