@@ -8,6 +8,7 @@ files and all land.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -97,7 +98,8 @@ def replace_run(
             )
             con.execute("commit")
         except duckdb.Error as exc:
-            con.execute("rollback")
+            with contextlib.suppress(duckdb.TransactionException):  # a failed COMMIT has ended it already
+                con.execute("rollback")
             if attempt == MAX_ATTEMPTS or not _is_retryable(exc):
                 raise
             log.info("commit of run %s conflicted (%s); attempt %d", run_id, exc, attempt + 1)

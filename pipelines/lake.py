@@ -125,7 +125,7 @@ class Lake:
         if self.catalog.path is not None:
             return self.catalog.path.exists()
         try:
-            with self.connect(read_only=True, create=False) as con:
+            with self._attach(read_only=True) as con:
                 con.execute(f"select 1 from {ALIAS}.snapshots() limit 1").fetchall()
             return True
         except duckdb.Error:
@@ -140,12 +140,7 @@ class Lake:
             )
 
     def connect(
-        self,
-        *,
-        read_only: bool = False,
-        create: bool = True,
-        threads: int | None = None,
-        memory_limit: str | None = None,
+        self, *, read_only: bool = False, threads: int | None = None, memory_limit: str | None = None
     ) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with the lake attached as ``lake`` (schemas ``lake.raw``, ``lake.marts``).
 
@@ -156,6 +151,11 @@ class Lake:
             self.check_layout()
             if not self.exists():
                 raise LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
+        return self._attach(read_only=read_only, threads=threads, memory_limit=memory_limit)
+
+    def _attach(
+        self, *, read_only: bool, threads: int | None = None, memory_limit: str | None = None
+    ) -> duckdb.DuckDBPyConnection:
         config: dict[str, Any] = {"threads": threads} if threads else {}
         if memory_limit:
             config["memory_limit"] = memory_limit
@@ -166,7 +166,7 @@ class Lake:
             con.execute(_s3_secret(self.url, self.options))
         options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]
         attach = f"attach {sql_path('ducklake:' + self.catalog.target)} as {ALIAS} ({', '.join(options)})"
-        with self._creating(create and not read_only):
+        with self._creating(not read_only):
             con.execute(attach)
             if not read_only:
                 for layer in LAYERS:

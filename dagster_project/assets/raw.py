@@ -131,8 +131,8 @@ def stage_raw_tables(
     step to commit with the analysis tables (or committed here when this Dagster run builds no mart)."""
     handle = lake.lake()
     result = stage_run_tables(run.run, handle, run.version, staged)
-    selection = context.run.asset_selection  # None: the whole job, marts included
-    if selection is None or any(key.path[0] == "marts" for key in selection):
+    selection = context.run.asset_selection  # None or empty: the whole job, marts included
+    if not selection or any(key.path[0] == "marts" for key in selection):
         save_staged_run(handle, result)
         state = "staged"
     else:

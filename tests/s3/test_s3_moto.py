@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import collections
 import io
-import logging
 
 import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from transforms.catalog import open_lake
+from transforms.catalog import open_lake, table_files
 
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
             "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
@@ -28,6 +26,7 @@ COUNT_SQL = (
 
 
 def _counts(cli, lake: str, *options: str) -> dict[tuple[str, str], int]:
+    """Rows per (table, run) through ``tracelake sql``."""
     result = cli("sql", COUNT_SQL, "--lake", lake, "--format", "json", *options)
     assert result.returncode == 0, result.output
     return {(r["t"], r["run_id"]): r["n"] for r in orjson.loads(result.stdout) if r["n"]}
@@ -40,9 +39,12 @@ def _set_aws_env(monkeypatch: pytest.MonkeyPatch, server, **overrides: str) -> N
         monkeypatch.setenv(name, value)
 
 
-def test_ingest_and_query_with_aws_environment(moto_s3, cli, make_source, expected_counts, monkeypatch):
-    """Standard AWS variables only: ingest from s3://, write the lake to s3://, query it, re-ingest."""
+def test_ingest_and_query_with_aws_environment(moto_s3, cli, make_source, expected_counts, monkeypatch, tmp_path):
+    """Standard AWS variables only: ingest from s3://, write the lake to s3:// (catalog in a local file), query it,
+    re-ingest."""
     _set_aws_env(monkeypatch, moto_s3)
+    catalog = str(tmp_path / "catalog.sqlite")
+    monkeypatch.setenv("TRACELAKE_CATALOG", catalog)
     source = make_source(RUNS)
     moto_s3.make_bucket("env-bucket")
     moto_s3.upload_folder("env-bucket", "traces", source)
@@ -56,7 +58,7 @@ def test_ingest_and_query_with_aws_environment(moto_s3, cli, make_source, expect
     assert _counts(cli, "s3://env-bucket/lake") == dict(expected)
 
     # In-process from here on (the CLI's own path is covered above): open_lake over the same lake.
-    con = open_lake("s3://env-bucket/lake")
+    con = open_lake("s3://env-bucket/lake", catalog=catalog)
     assert dict(con.sql("select run_id, source_uri from traces").fetchall()) == {
         "cpu_only": "s3://env-bucket/traces/cpu_only/cpu_only_rank34.json.gz",
         "nccl_rank0_of_2": "s3://env-bucket/traces/nccl_rank0_of_2/rank-0.json.gz",
@@ -68,8 +70,9 @@ def test_ingest_and_query_with_aws_environment(moto_s3, cli, make_source, expect
     # Re-ingest one run (SOURCE holding the files directly: run_id is the folder name).
     again = cli("ingest", "s3://env-bucket/traces/simple_add", "--lake", "s3://env-bucket/lake")
     assert again.returncode == 0, again.output
-    con = open_lake("s3://env-bucket/lake")
+    con = open_lake("s3://env-bucket/lake", catalog=catalog)
     assert {(t, r): n for t, r, n in con.sql(COUNT_SQL).fetchall() if n} == dict(expected)
+    committed = {f.removeprefix("s3://env-bucket/") for urls in table_files(con).values() for f in urls}
     con.close()
     keys_after = moto_s3.list_keys("env-bucket", "lake/")
     # Same objects, but the run's partition files are all of a new version: replaced, not duplicated.
@@ -77,12 +80,8 @@ def test_ingest_and_query_with_aws_environment(moto_s3, cli, make_source, expect
     replaced = {k for k in keys_before if k.endswith(".parquet") and "/run_id=simple_add/" in k}
     assert replaced and not replaced & set(keys_after)
     assert {k for k in keys_before if "/run_id=simple_add/" not in k} <= set(keys_after)
-    # Every parquet object is named by exactly one manifest, and every manifest names only existing objects.
-    named = set()
-    for key in (k for k in keys_after if k.startswith("lake/_manifests/")):
-        manifest = orjson.loads(moto_s3.read("env-bucket", key))
-        named |= {f"lake/{p}" for paths in manifest["tables"].values() for p in paths}
-    assert named == {k for k in keys_after if k.endswith(".parquet")}
+    # Exactly the catalog's files are in the bucket: a plain Parquet glob reads what the catalog does.
+    assert committed == {k for k in keys_after if k.endswith(".parquet")}
 
 
 def _lake_strings(server, bucket: str, prefix: str) -> list[tuple[str, bytes]]:
@@ -106,6 +105,7 @@ def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source
     endpoint, the secret is in no output, no lake object, no error and no Dagster run storage."""
     for name in AWS_VARS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRACELAKE_CATALOG", str(tmp_path / "catalog.sqlite"))
     secret = moto_s3.secret_key
     source = make_source({"simple_add": RUNS["simple_add"], "bad": []})
     expected = expected_counts(source)
@@ -148,6 +148,7 @@ def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source
         assert secret not in result.output
     for key, body in _lake_strings(moto_s3, "opt-bucket", ""):
         assert secret.encode() not in body, key
+    assert secret.encode() not in (tmp_path / "catalog.sqlite").read_bytes()
     scanned = [path for path in home.rglob("*") if path.is_file()]
     assert scanned
     for path in scanned:
@@ -160,71 +161,3 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def test_lake_sees_commits_of_other_writers(moto_s3, monkeypatch, tmp_path):
-    """s3fs caches listings: a long-lived reader must still see runs another process committed since."""
-    import pyarrow as pa
-
-    from pipelines.lake import Lake
-    from pipelines.storage import filesystem
-
-    _set_aws_env(monkeypatch, moto_s3)
-    moto_s3.make_bucket("cache-bucket")
-    local = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"x": [1, 2, 3]}), local)
-
-    reader = Lake("s3://cache-bucket/lake")
-    reader.write_run("raw", "first", {"kernels": [("a", local)]})
-    assert [m.run_id for m in reader.manifests("raw")] == ["first"]  # the listing is now cached
-
-    # Another writer: its own S3 filesystem instance, as in another process.
-    writer_fs, _ = filesystem("s3://cache-bucket/lake", {"skip_instance_cache": True})
-    assert writer_fs is not reader.fs
-    writer = Lake("s3://cache-bucket/lake", {"skip_instance_cache": True})
-    writer.write_run("raw", "second", {"kernels": [("b", local)]})
-    writer.write_run("raw", "first", {"kernels": [("c", local)]})
-
-    assert [m.run_id for m in reader.manifests("raw")] == ["first", "second"]
-    assert reader.manifest("raw", "second") is not None
-    assert reader.committed_files("raw")["kernels"] == [
-        reader.url_of(p) for m in writer.manifests("raw") for p in m.tables["kernels"]
-    ]
-    # DuckDB, through the reader's filesystem, finds the other writer's new files of "first" too.
-    con = open_lake("s3://cache-bucket/lake")
-    assert con.sql("select run_id, count(*) from kernels group by all order by all").fetchall() == [
-        ("first", 3), ("second", 3)
-    ]
-    con.close()
-    # The reader's next write of "first" still removes the other writer's files of that run.
-    reader.write_run("raw", "first", {"kernels": [("d", local)]})
-    run_keys = moto_s3.list_keys("cache-bucket", "lake/raw/kernels/run_id=first/")
-    assert len(run_keys) == 1 and run_keys[0].endswith("-d.parquet")
-
-
-def test_reading_the_lake_lists_each_table_once_instead_of_asking_about_each_file(moto_s3, monkeypatch, tmp_path, caplog):
-    """DuckDB asks the filesystem about every file it reads; s3fs answers from one listing per table, not a HEAD each."""
-    import pyarrow as pa
-
-    from pipelines.lake import Lake
-
-    _set_aws_env(monkeypatch, moto_s3)
-    moto_s3.make_bucket("listing-bucket")
-    local = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"x": [1, 2, 3]}), local)
-    writer = Lake("s3://listing-bucket/lake", {"skip_instance_cache": True})
-    caplog.set_level(logging.DEBUG, logger="s3fs")
-
-    def requests_to_read(runs: int) -> collections.Counter:
-        for run in range(runs):
-            writer.write_run("raw", f"run{run}", {"kernels": [("a", local), ("b", local)], "cpu_ops": [("a", local)]})
-        caplog.clear()
-        con = open_lake("s3://listing-bucket/lake", {"skip_instance_cache": True})  # a new reader: nothing cached
-        assert con.sql("select count(*) from kernels").fetchall() == [(runs * 2 * 3,)]
-        con.close()
-        return collections.Counter(r.getMessage().split()[1] for r in caplog.records if r.getMessage().startswith("CALL: "))
-
-    few, many = requests_to_read(2), requests_to_read(6)
-    assert few["head_object"] == many["head_object"] == 0
-    assert few["list_objects_v2"] == many["list_objects_v2"]  # per table, whatever the number of runs
-    assert many["get_object"] > few["get_object"]  # manifests and kernels' files are read, one GET each
