@@ -1,7 +1,7 @@
 -- One row per trace and GPU time class: time during which exactly that set of kernel types is running, as in
 -- HTA's kernel_type_df. COMPUTATION, COMMUNICATION and MEMORY events are each merged into busy intervals, then a
 -- sweep with bit values 1/2/4 names every instant by the types running ("COMPUTATION overlapping COMMUNICATION"
--- etc., in that order). ratio = total_ns / the trace's summed total_ns (HTA reports it ×100, rounded to 0.1).
+-- etc., in that order). time_ratio = total_ns / the trace's summed total_ns (HTA reports it ×100, rounded to 0.1).
 -- OTHER events (sync rows) are not classes here, as in HTA (include_memory_kernels=True, the TraceAnalysis default).
 -- Mimics HTA 0.5.0 exactly: integer-µs timestamps (×1000 here) and HTA's window (see int_hta_window).
 -- grain: run_id, trace_id, kernel_type
@@ -34,6 +34,6 @@ select
     trace_id,
     kernel_type,
     cast(total_us * 1000 as bigint) as total_ns,
-    total_us / nullif(sum(total_us) over (partition by run_id, trace_id), 0) as ratio,
+    total_us / nullif(sum(total_us) over (partition by run_id, trace_id), 0) as time_ratio,
     rank
 from totals

@@ -61,7 +61,7 @@ node_totals as (
         *,
         sum(self_device_ns) over (
             partition by thread_no order by pos rows between current row and last_pos - pos following
-        ) as device_total_ns
+        ) as total_device_ns
     from node_self
 )
 
@@ -70,9 +70,9 @@ select
     trace_id,
     regexp_replace(name, '^ProfilerStep#\d+$', 'ProfilerStep*') as op_name,
     count(*) filter (where not is_dup) as calls,
-    coalesce(sum(dur_ns) filter (where not is_dup), 0)::bigint as cpu_total_ns,
+    coalesce(sum(dur_ns) filter (where not is_dup), 0)::bigint as total_cpu_ns,
     sum(self_cpu_ns)::bigint as self_cpu_ns,
-    coalesce(sum(device_total_ns) filter (where not is_dup), 0)::bigint as device_total_ns,
+    coalesce(sum(total_device_ns) filter (where not is_dup), 0)::bigint as total_device_ns,
     sum(self_device_ns)::bigint as self_device_ns,
     any_value(rank) as rank
 from node_totals

@@ -133,9 +133,9 @@ def test_op_stats_match_key_averages(gpu_marts_torch_lake):
     for name, ref in key_averages.items():
         o = ours[name]
         assert o["calls"] == ref["count"], name
-        assert close(o["cpu_total_ns"] / 1000, ref["cpu_time_total"]), (name, o["cpu_total_ns"], ref)
+        assert close(o["total_cpu_ns"] / 1000, ref["cpu_time_total"]), (name, o["total_cpu_ns"], ref)
         assert close(o["self_cpu_ns"] / 1000, ref["self_cpu_time_total"]), (name, o["self_cpu_ns"], ref)
-        assert o["device_total_ns"] == 0 and o["self_device_ns"] == 0
+        assert o["total_device_ns"] == 0 and o["self_device_ns"] == 0
 
 
 def _tb_memory_rows(path: Path) -> dict[tuple[int, str], list[int]]:
@@ -218,7 +218,7 @@ def test_op_stats_nesting_by_hand(tmp_path):
     with gzip.open(run / "rank-0.json.gz", "wt") as f:
         json.dump({"schemaVersion": 1, "traceEvents": events}, f)
     build_lake(tmp_path / "src", tmp_path / "lake", {"op_stats"})
-    got = {r["op_name"]: (r["calls"], r["cpu_total_ns"], r["self_cpu_ns"], r["device_total_ns"], r["self_device_ns"])
+    got = {r["op_name"]: (r["calls"], r["total_cpu_ns"], r["self_cpu_ns"], r["total_device_ns"], r["self_device_ns"])
            for r in read_mart(tmp_path / "lake", "op_stats")}
     assert got == {
         "A": (1, 100_000, 60_000, 7_000, 0),

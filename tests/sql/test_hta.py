@@ -142,7 +142,7 @@ def test_kernel_type_breakdown_matches_hta(case, hta_lake, hta_tmp):
     total = sum(ref.values())
     for kernel_type, ref_us in ref.items():
         assert close(ours[kernel_type]["total_ns"] / 1000, ref_us), kernel_type
-        assert abs(ours[kernel_type]["ratio"] - ref_us / total) <= 0.005
+        assert abs(ours[kernel_type]["time_ratio"] - ref_us / total) <= 0.005
     assert any(" overlapping " in k for k in ours) == any(" overlapping " in k for k in ref)
 
 
