@@ -264,3 +264,40 @@ def test_ns_resolution_trace_matches_hta(case, ns_lake):
     ref_df, _ = ta.get_gpu_kernel_breakdown(visualize=False)
     ours = {r["kernel_type"]: r["total_ns"] for r in mart_rows(lake, "kernel_type_breakdown", folder, trace)}
     assert ours == {k: v * 1000 for k, v in zip(ref_df["kernel_type"], ref_df["sum"])}
+
+
+def test_zero_length_states_and_zero_overlap_match_hta(tmp_path):
+    """Where HTA reports 0 so do we: a MEMORY copy of 0 µs and a communication kernel ending as a computation one
+    starts give kernel types of 0 µs; communication that never overlaps computation gives an overlap of 0, not NaN.
+    A hand-built trace with few enough edges that HTA's sorts keep ties in order (see int_hta_type_segments)."""
+    import sys
+
+    from hta.trace_analysis import TraceAnalysis
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from diag_fixtures import cpu_op, kernel, launch, write_trace
+
+    nccl = "ncclKernel_AllReduce_RING_LL_Sum_float"
+    events = [
+        cpu_op("aten::mm", 0, 100, 1),
+        launch(1, 2, 1), kernel("gemm", 10, 10, 1),
+        launch(3, 2, 2), kernel(nccl, 30, 0, 2, stream=9),
+        launch(5, 2, 3), kernel(nccl, 40, 10, 3, stream=9),
+        launch(7, 2, 4), kernel("gemm", 50, 10, 4),
+        launch(9, 2, 5), kernel("Memcpy HtoD (Pageable -> Device)", 70, 0, 5, stream=11),
+    ]
+    folder = tmp_path / "zero_states"
+    write_trace(folder, 0, 1, events)
+    lake = Lake(str(tmp_path / "lake"))
+    (run,) = discover_runs(str(folder))
+    ingest_run(run, lake, select={"kernel_type_breakdown", "comm_comp_overlap"})
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    ta = TraceAnalysis(trace_dir=str(folder))
+
+    rows = mart_rows(lake, "kernel_type_breakdown", "zero_states", "rank-0.json")
+    assert {r["kernel_type"] for r in rows if r["total_ns"] == 0} == {
+        "MEMORY", "COMPUTATION overlapping COMMUNICATION"}
+    assert_kernel_type_breakdown(ta, rows)
+    (overlap,) = mart_rows(lake, "comm_comp_overlap", "zero_states", "rank-0.json")
+    assert overlap["communication_ns"] == 10_000
+    assert overlap["overlap_ratio"] == ta.get_comm_comp_overlap(visualize=False).iloc[0]["comp_comm_overlap_pctg"] == 0
