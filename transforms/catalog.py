@@ -40,6 +40,15 @@ def open_lake(
     return con
 
 
+def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The bare names a query on ``con`` can read: the lake's tables and any views made over them."""
+    return {row[0] for row in con.execute(
+        "select table_name from duckdb_tables() where database_name = $alias "
+        "union select view_name from duckdb_views() where not internal",
+        {"alias": ALIAS},
+    ).fetchall()}
+
+
 def table_files(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """Table → its data files in the lake's current snapshot (a connection from :meth:`Lake.connect`)."""
     tables = con.execute(

@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from transforms.catalog import table_names
 from transforms.models import default_sql_root
 
 # NCCL kernels of older traces carry no collective args; their names say which collective they run.
@@ -42,7 +43,7 @@ def compare_runs(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> pl.D
     Raises:
         ValueError: when either run is not in the lake.
     """
-    views = {row[0] for row in con.execute("select view_name from duckdb_views()").fetchall()}
+    views = table_names(con)
     known = {row[0] for row in con.execute("select run_id from traces").fetchall()} if "traces" in views else set()
     missing = [r for r in (run_a, run_b) if r not in known]
     if missing:

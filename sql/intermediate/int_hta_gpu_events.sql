@@ -3,8 +3,9 @@
 -- same get_kernel_type rules: names containing "Sync" are OTHER, "Stream Wait Event" is COMPUTATION).
 -- HTA's window filter: with two or more ProfilerSteps, an event with a correlation id is kept only when a kept
 -- runtime call (int_hta_runtime) has that correlation; an event without one counts as a CPU row and is kept when
--- it starts before the last step. Times are HTA's integer µs relative to the trace base (ceil start, floor end),
--- so dur_us can be 0 or negative for sub-µs events exactly as in HTA.
+-- it starts before the last step. Times are HTA's integer µs relative to the trace base, computed as HTA computes
+-- them from the JSON numbers (see int_hta_window: ceil of the float64 start, floor of the float64 start + dur), so
+-- dur_us can be 0 or negative for sub-µs events exactly as in HTA.
 -- grain: run_id, trace_id, source_table, event_idx
 -- source: holistictraceanalysis 0.5.0 hta/common/trace.py, hta/utils/utils.py::get_kernel_type; see ANCHORS.md §2.1-2.2
 with
@@ -33,17 +34,29 @@ launched as (
     where correlation is not null
 ),
 
-rounded as (
+as_float as (
     select
         device_events.*,
-        (device_events.ts_ns - hta_window.base_ns + 999) // 1000 as ts_us,
-        (device_events.end_ns - hta_window.base_ns) // 1000 as end_us,
         hta_window.cutoff_us,
-        hta_window.base_ns
+        hta_window.base_ns,
+        case
+            when abs(device_events.ts_ns - hta_window.base_ns) < 9007199254740992
+                then (device_events.ts_ns - hta_window.base_ns)::double / 1000
+            else ((device_events.ts_ns - hta_window.base_ns) // 1000)::double
+                + ((device_events.ts_ns - hta_window.base_ns) % 1000)::double / 1000
+        end as ts_float
     from device_events
     join int_hta_window as hta_window using (run_id, trace_id)
     where device_events.stream is not null
         and device_events.stream != -1
+),
+
+rounded as (
+    select
+        *,
+        ceil(ts_float)::bigint as ts_us,
+        floor(ts_float + dur_ns::double / 1000)::bigint as end_us
+    from as_float
 )
 
 select

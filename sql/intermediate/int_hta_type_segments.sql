@@ -1,6 +1,12 @@
 -- The GPU timeline of each trace cut at every edge of a merged busy interval, each piece labelled with the
 -- kernel types running during it as a bitmask (COMPUTATION 1, COMMUNICATION 2, MEMORY 4): the sweep behind
 -- HTA's kernel_type_df and its communication/computation overlap. Integer µs, HTA's window.
+-- As in HTA, edges are taken one at a time, so where several meet at one instant each state between them is a
+-- piece of length 0: HTA reports such a state as a kernel type with 0 µs (a zero-length MEMORY interval, or
+-- "COMPUTATION overlapping COMMUNICATION" where a communication interval ends as a computation one starts).
+-- Order at an instant: by type (COMPUTATION, COMMUNICATION, MEMORY), a start before an end, which is HTA's order
+-- when its sorts keep ties in insertion order (they do on small frames; numpy's quicksort gives no such promise
+-- on large ones, where HTA's zero-length states can differ run to run).
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::_get_gpu_kernel_type_time,
 -- communication_analysis.py::get_comm_comp_overlap; see ANCHORS.md §2.3
 with
@@ -18,15 +24,9 @@ typed as (
 ),
 
 edges as (
-    select run_id, trace_id, rank, ts_us as time_us, bit as delta from typed
+    select run_id, trace_id, rank, ts_us as time_us, bit, false as is_end, ts_us from typed
     union all
-    select run_id, trace_id, rank, end_us as time_us, -bit as delta from typed
-),
-
-points as (
-    select run_id, trace_id, any_value(rank) as rank, time_us, sum(delta) as delta
-    from edges
-    group by run_id, trace_id, time_us
+    select run_id, trace_id, rank, end_us as time_us, bit, true as is_end, ts_us from typed
 ),
 
 segments as (
@@ -34,9 +34,12 @@ segments as (
         run_id,
         trace_id,
         rank,
-        sum(delta) over (partition by run_id, trace_id order by time_us) as running_types,
-        lead(time_us) over (partition by run_id, trace_id order by time_us) - time_us as length_us
-    from points
+        sum(if(is_end, -bit, bit)) over sweep as running_types,
+        lead(time_us) over sweep - time_us as length_us
+    from edges
+    window sweep as (
+        partition by run_id, trace_id order by time_us, bit, is_end, ts_us rows unbounded preceding
+    )
 )
 
 select run_id, trace_id, rank, running_types, length_us

@@ -1,7 +1,8 @@
 -- One row per trace with GPU activity: how much of the communication time is hidden under computation, as HTA
 -- computes it. Communication and computation kernels are each merged into busy intervals (union over all
 -- streams); overlap_ns is the time both are busy; communication_ns is the merged communication time;
--- overlap_ratio = overlap_ns / communication_ns (null when the trace has no communication kernels; HTA gives NaN).
+-- overlap_ratio = overlap_ns / communication_ns (0 when they never overlap; null when the trace has no communication
+-- kernels, where HTA gives NaN).
 -- Mimics HTA 0.5.0 exactly: integer-µs timestamps (×1000 here) and HTA's window (see int_hta_window).
 -- grain: run_id, trace_id
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/communication_analysis.py::get_comm_comp_overlap; see ANCHORS.md §2.3
@@ -33,7 +34,7 @@ select
     traces_with_gpu.trace_id,
     cast(coalesce(overlap.overlap_us, 0) * 1000 as bigint) as overlap_ns,
     cast(coalesce(communication.communication_us, 0) * 1000 as bigint) as communication_ns,
-    overlap.overlap_us / nullif(communication.communication_us, 0) as overlap_ratio,
+    coalesce(overlap.overlap_us, 0) / nullif(communication.communication_us, 0) as overlap_ratio,
     traces_with_gpu.rank
 from traces_with_gpu
 left join overlap using (run_id, trace_id)

@@ -1,0 +1,82 @@
+-- One row per distinct launch pattern of the shallowest aten ops: an op name and the ordered GPU events (kernels,
+-- memcpy, memset, stream syncs) its call subtree launched, with how often the pattern occurs and its GPU time.
+-- Definition, as HTA 0.5.0's get_frequent_cuda_kernel_sequences(operator_name, min_pattern_len): the candidates
+-- are CPU ops whose name contains operator_name; the roots are the candidates at the smallest call-stack depth of
+-- any candidate in the trace that launched at least min_pattern_len GPU events (via the runtime calls inside the
+-- op, joined by correlation); a root's pattern is its name then its GPU events' names in start order.
+-- Parameters fixed here: operator_name = 'aten::', min_pattern_len = 2 (HTA's default 3 finds nothing on
+-- typical traces: the shallowest aten ops launch 1-2 events; a one-event "sequence" is just kernel_stats).
+-- Events are those HTA analyses (int_hta_gpu_events, int_hta_runtime: its window drops the last ProfilerStep).
+-- total_ns is the patterns' GPU event time (HTA's "GPU kernel duration", there in rounded µs), op_total_ns their
+-- root ops' CPU time (HTA's "CPU op duration"). sequence_hash is md5 of the op name and event names.
+-- Deliberate differences: depth is per thread (int_op_tree's torch tree: cpu_op and user_annotation ranges),
+-- whereas HTA hangs the backward thread's stack under the main thread's step, so backward-thread aten ops at the
+-- shallowest depth are roots here and not in HTA; ties in start order break by trace order, not HTA's unstable sort.
+-- grain: run_id, trace_id, sequence_hash
+-- source: holistictraceanalysis 0.5.0 hta/analyzers/cuda_kernel_analysis.py::get_frequent_cuda_kernel_sequences
+with
+
+candidates as (
+    select run_id, trace_id, rank, pid, tid, event_idx, name, ts_ns, end_ns, dur_ns, depth
+    from int_op_tree
+    where tree = 'torch'
+        and cat in ('cpu_op', 'Operator')
+        and contains(name, 'aten::')
+),
+
+shallowest as (
+    select *
+    from candidates
+    qualify depth = min(depth) over (partition by run_id, trace_id)
+),
+
+-- Runtime calls nest in the root op on its thread; roots at one depth never overlap, so each call has one root.
+root_events as (
+    select
+        root.run_id, root.trace_id, root.rank, root.event_idx as root_idx, root.name as op_name,
+        root.dur_ns as op_dur_ns,
+        gpu.name as kernel_name, gpu.ts_ns, gpu.dur_ns, gpu.event_idx, gpu.source_table
+    from shallowest as root
+    join runtime_calls as call
+        on call.run_id = root.run_id
+        and call.trace_id = root.trace_id
+        and call.pid = root.pid
+        and call.tid = root.tid
+        and call.ts_ns >= root.ts_ns
+        and call.end_ns <= root.end_ns
+    join int_hta_runtime as kept
+        on kept.run_id = call.run_id
+        and kept.trace_id = call.trace_id
+        and kept.event_idx = call.event_idx
+    join int_hta_gpu_events as gpu
+        on gpu.run_id = call.run_id
+        and gpu.trace_id = call.trace_id
+        and gpu.correlation = call.correlation
+),
+
+patterns as (
+    select
+        run_id, trace_id, rank, root_idx, op_name,
+        any_value(op_dur_ns) as op_dur_ns,
+        list(kernel_name order by ts_ns, source_table, event_idx) as kernels,
+        sum(dur_ns) as gpu_ns
+    from root_events
+    group by run_id, trace_id, rank, root_idx, op_name
+    having count(*) >= 2
+)
+
+select
+    run_id,
+    trace_id,
+    md5(op_name || chr(31) || array_to_string(kernels, chr(31))) as sequence_hash,
+    rank,
+    op_name,
+    kernels,
+    len(kernels) as kernel_count,
+    count(*) as occurrences,
+    sum(gpu_ns)::bigint as total_ns,
+    sum(op_dur_ns)::bigint as op_total_ns,
+    kernels[1] as first_kernel,
+    kernels[-1] as last_kernel
+from patterns
+group by run_id, trace_id, rank, op_name, kernels
