@@ -100,15 +100,11 @@ def list_traces(context: dg.OpExecutionContext, config: RawIngestConfig, source:
         yield dg.DynamicOutput(PendingTrace(trace, version), mapping_key=key, output_name="traces")
 
 
-@dg.op
-def parse_trace(
-    pending: PendingTrace, source: TraceSourceResource, lake: LakeResource, ingest_settings: IngestSettingsResource
+def _stage(
+    trace: TraceFile, version: str, source: TraceSourceResource, lake: LakeResource, settings: IngestSettingsResource
 ) -> StagedTrace:
-    """Parse one trace and upload its table files under the run's new version (not visible until the commit)."""
-    staged = stage_trace(
-        pending.trace, lake.lake(), pending.version,
-        source_options=source.options(), settings=ingest_settings.parse_settings(),
-    )
+    """Parse one trace and upload its table files under ``version``, logging its progress and problems."""
+    staged = stage_trace(trace, lake.lake(), version, source_options=source.options(), settings=settings.parse_settings())
     parsed = staged.parsed
     progress_log.info(
         "  %s rank %d %s: %s events in %.1f s",
@@ -119,9 +115,33 @@ def parse_trace(
     return staged
 
 
+@dg.op
+def parse_trace(
+    pending: PendingTrace, source: TraceSourceResource, lake: LakeResource, ingest_settings: IngestSettingsResource
+) -> StagedTrace:
+    """Parse one trace and upload its table files under the run's new version (not visible until the commit)."""
+    return _stage(pending.trace, pending.version, source, lake, ingest_settings)
+
+
 @dg.op(out={table: dg.Out(dg.Nothing) for table in RAW_TABLES})
-def commit_raw_tables(run: RunVersion, staged: list[StagedTrace], lake: LakeResource):
-    """Check rank claims, write ``traces`` and ``quality_issues``, and commit every raw table of the run at once."""
+def commit_raw_tables(
+    run: RunVersion,
+    staged: list[StagedTrace],
+    source: TraceSourceResource,
+    lake: LakeResource,
+    ingest_settings: IngestSettingsResource,
+):
+    """Check rank claims, write ``traces`` and ``quality_issues``, and commit every raw table of the run at once.
+
+    A listed trace without a staged result is parsed here first: re-executing a run from failure does not run a
+    mapped parse step again when it never started (its task was lost with a Celery worker or pod before the step's
+    first event), so the fan-in can hold fewer traces than were listed, and committing that would drop them.
+    """
+    done = {s.parsed.trace.url for s in staged}
+    for trace in run.run.traces:
+        if trace.url not in done:
+            progress_log.warning("  %s: parse step of %s never ran; parsing it in the commit step", trace.run_id, trace.url)
+            staged = [*staged, _stage(trace, run.version, source, lake, ingest_settings)]
     result = commit_run(run.run, lake.lake(), run.version, staged)
     trace_issues = {i for p in result.traces for i in p.issues}
     for issue in result.issues:

@@ -127,7 +127,7 @@ def run_fleet(
                 process_group(command, env=envs[name], log=root / name / "process.log", cwd=root / name)
             )
             if name == "code":
-                _wait_for_grpc(venv, code_port, envs[name])
+                _wait_for_grpc(venv, code_port, envs[name], processes[name], root / name / "process.log")
         wait_for_http(f"http://127.0.0.1:{web_port}/server_info", timeout=120)
         subprocess.run([venv.bin("dagster"), "sensor", "start", SENSOR, "-w", str(workspace)],
                        env=envs["daemon"], cwd=root / "daemon", check=True, capture_output=True, timeout=120)
@@ -151,8 +151,15 @@ def _environ(**values: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _wait_for_grpc(venv: InstalledVenv, port: int, env: dict[str, str]) -> None:
-    """Wait until the code location server answers (``dagster api grpc-health-check``)."""
+def _wait_for_grpc(
+    venv: InstalledVenv, port: int, env: dict[str, str], server: subprocess.Popen[bytes], log: Path
+) -> None:
+    """Wait until the code location server answers (``dagster api grpc-health-check``); fail if it exits."""
     check = [venv.bin("dagster"), "api", "grpc-health-check", "--host", "127.0.0.1", "--port", str(port)]
-    wait_for(lambda: subprocess.run(check, env=env, capture_output=True).returncode == 0,
-             timeout=120, interval=1, what="the code location server")
+
+    def up() -> bool:
+        if server.poll() is not None:
+            raise AssertionError(f"the code location server exited:\n{log.read_text()[-3000:]}")
+        return subprocess.run(check, env=env, capture_output=True).returncode == 0
+
+    wait_for(up, timeout=120, interval=1, what="the code location server")

@@ -10,6 +10,7 @@ the checkout's editable install is invisible, and pip itself (``pip check``) ver
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sysconfig
 import tomllib
@@ -98,11 +99,21 @@ def write_console_scripts(dists: list[metadata.Distribution], bin_dir: Path) -> 
     for dist in dists:
         for entry in dist.entry_points.select(group="console_scripts"):
             script = bin_dir / entry.name
+            # The __main__ guard matters: multiprocessing's spawn re-imports the script in its children.
             script.write_text(
                 f"#!{python}\nimport sys\nfrom {entry.module} import {entry.attr.split('.')[0]}\n"
-                f"sys.exit({entry.attr}())\n"
+                f"if __name__ == '__main__':\n    sys.exit({entry.attr}())\n"
             )
             script.chmod(0o755)
+
+
+def dockerfile_extras() -> tuple[str, ...]:
+    """The extras deploy/Dockerfile installs (``deploy/install.sh SRC EXTRAS``), so tests install the same."""
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    match = re.search(r"^RUN sh \S*deploy/install\.sh\s+\S+\s+([\w,]+)", dockerfile, re.M)
+    if match is None:
+        raise LookupError("deploy/Dockerfile does not run deploy/install.sh SRC EXTRAS")
+    return tuple(match.group(1).split(","))
 
 
 def install_wheel(dest: Path, extras: tuple[str, ...] = ()) -> InstalledVenv:
