@@ -15,7 +15,7 @@ import dagster as dg
 from dagster_aws.s3 import S3PickleIOManager, S3Resource
 from dagster_celery import celery_executor
 
-from dagster_project.definitions import defs as single_machine_defs
+from dagster_project import definitions as single_machine  # a module: one Definitions object at module scope
 
 
 def step_io_manager(url: str) -> S3PickleIOManager:
@@ -32,7 +32,7 @@ executor = celery_executor.configured(
 )
 
 defs = dg.Definitions.merge(
-    single_machine_defs,
+    single_machine.defs,
     dg.Definitions(
         resources={"io_manager": step_io_manager(os.environ.get("TRACELAKE_STEP_IO", ""))},
         executor=executor,

@@ -103,15 +103,11 @@ def list_traces(context: dg.OpExecutionContext, config: RawIngestConfig, source:
         yield dg.DynamicOutput(PendingTrace(trace, version), mapping_key=key, output_name="traces")
 
 
-@dg.op
-def parse_trace(
-    pending: PendingTrace, source: TraceSourceResource, lake: LakeResource, ingest_settings: IngestSettingsResource
+def _stage(
+    trace: TraceFile, version: str, source: TraceSourceResource, lake: LakeResource, settings: IngestSettingsResource
 ) -> StagedTrace:
-    """Parse one trace and upload its table files under the run's new version (not visible until the commit)."""
-    staged = stage_trace(
-        pending.trace, lake.lake(), pending.version,
-        source_options=source.options(), settings=ingest_settings.parse_settings(),
-    )
+    """Parse one trace and upload its table files under ``version``, logging its progress and problems."""
+    staged = stage_trace(trace, lake.lake(), version, source_options=source.options(), settings=settings.parse_settings())
     parsed = staged.parsed
     progress_log.info(
         "  %s rank %d %s: %s events in %.1f s",
@@ -122,14 +118,51 @@ def parse_trace(
     return staged
 
 
+@dg.op
+def parse_trace(
+    pending: PendingTrace, source: TraceSourceResource, lake: LakeResource, ingest_settings: IngestSettingsResource
+) -> StagedTrace:
+    """Parse one trace and upload its table files under the run's new version (not visible until the commit)."""
+    return _stage(pending.trace, pending.version, source, lake, ingest_settings)
+
+
+def complete_staging(
+    run: RunVersion,
+    staged: list[StagedTrace],
+    source: TraceSourceResource,
+    lake: LakeResource,
+    ingest_settings: IngestSettingsResource,
+) -> list[StagedTrace]:
+    """``staged`` plus every listed trace it lacks, parsed now.
+
+    Re-executing a run from failure does not run a mapped parse step again when it never started (its task was
+    lost with a Celery worker or pod before the step's first event), so the fan-in can hold fewer traces than were
+    listed, and committing that would drop them.
+    """
+    done = {s.parsed.trace.url for s in staged}
+    for trace in run.run.traces:
+        if trace.url not in done:
+            progress_log.warning("  %s: parse step of %s never ran; parsing it in the commit step", trace.run_id, trace.url)
+            staged = [*staged, _stage(trace, run.version, source, lake, ingest_settings)]
+    return staged
+
+
 @dg.op(out={table: dg.Out(dg.Nothing) for table in RAW_TABLES})
 def stage_raw_tables(
-    context: dg.OpExecutionContext, run: RunVersion, staged: list[StagedTrace], lake: LakeResource,
+    context: dg.OpExecutionContext,
+    run: RunVersion,
+    staged: list[StagedTrace],
+    source: TraceSourceResource,
+    lake: LakeResource,
     ingest_settings: IngestSettingsResource,
 ):
     """Check rank claims and stage ``traces`` and ``quality_issues``: the run's raw tables, ready for the marts
-    step to commit with the analysis tables (or committed here when this Dagster run builds no mart)."""
+    step to commit with the analysis tables (or committed here when this Dagster run builds no mart).
+
+    A listed trace without a staged result is parsed here first (:func:`complete_staging`).
+    """
     handle = lake.lake()
+    staged = complete_staging(run, staged, source, lake, ingest_settings)
     result = stage_run_tables(run.run, handle, run.version, staged)
     selection = context.run.asset_selection  # None or empty: the whole job, marts included
     if not selection or any(key.path[0] == "marts" for key in selection):

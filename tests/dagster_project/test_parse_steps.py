@@ -70,7 +70,7 @@ def test_each_trace_is_its_own_step_in_its_own_process(ingested) -> None:
         parse = {k: pids for k, pids in steps.items() if k.startswith("raw_tables.parse_trace[")}
         expected = {f"raw_tables.parse_trace[{t.replace('-', '_')}]" for t in RUNS[run_id]}
         assert set(parse) == expected
-        assert {"raw_tables.list_traces", "raw_tables.commit_raw_tables"} <= set(steps)
+        assert {"raw_tables.list_traces", "raw_tables.stage_raw_tables"} <= set(steps)
         pids = [pid for p in parse.values() for pid in p]
         assert len(set(pids)) == len(pids) == len(expected)  # a fresh process per trace
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tracelake
-from tests.support.installed import InstalledVenv, install_wheel
+from tests.support.installed import InstalledVenv, dockerfile_extras, install_wheel
 from tests.support.servers import ROOT
 from tracelake.ingest import ingest
 from tracelake.workloads import CPU_RUN_ID
@@ -25,7 +25,7 @@ PACKAGES = ("pipelines", "transforms", "dagster_project", "tracelake")
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> InstalledVenv:
-    return install_wheel(tmp_path_factory.mktemp("wheel"), extras=("fleet",))
+    return install_wheel(tmp_path_factory.mktemp("wheel"), extras=dockerfile_extras())
 
 
 @pytest.fixture(scope="module")

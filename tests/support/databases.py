@@ -76,9 +76,12 @@ class PostgresServer:
     bin_dir: Path
     pid: int
 
-    def url(self, database: str = "postgres") -> str:
-        """``postgresql://user@host:port/database`` (SQLAlchemy, psycopg2, dagster-postgres, the lake's catalog)."""
-        return f"postgresql://{self.user}@{self.host}:{self.port}/{database}"
+    def url(self, database: str = "postgres", driver: str = "") -> str:
+        """``postgresql://user@host:port/database`` (libpq, the lake's catalog); with ``driver``,
+        ``postgresql+driver://…`` for SQLAlchemy (dagster-postgres needs ``psycopg2``: SQLAlchemy 2.1's
+        default PostgreSQL driver is psycopg 3)."""
+        scheme = f"postgresql+{driver}" if driver else "postgresql"
+        return f"{scheme}://{self.user}@{self.host}:{self.port}/{database}"
 
     def libpq(self, database: str = "postgres") -> str:
         """The libpq keyword form (``dbname=… host=… port=… user=…``) that DuckDB's postgres extension takes."""

@@ -10,6 +10,7 @@ the checkout's editable install is invisible, and pip itself (``pip check``) ver
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sysconfig
 import tomllib
@@ -92,12 +93,36 @@ def link_distributions(dists: list[metadata.Distribution], into: Path) -> None:
                 link.symlink_to(site / top)
 
 
+def write_console_scripts(dists: list[metadata.Distribution], bin_dir: Path) -> None:
+    """The command-line scripts of the linked distributions (dagster, celery, ...), as pip writes them."""
+    python = bin_dir / "python"
+    for dist in dists:
+        for entry in dist.entry_points.select(group="console_scripts"):
+            script = bin_dir / entry.name
+            # The __main__ guard matters: multiprocessing's spawn re-imports the script in its children.
+            script.write_text(
+                f"#!{python}\nimport sys\nfrom {entry.module} import {entry.attr.split('.')[0]}\n"
+                f"if __name__ == '__main__':\n    sys.exit({entry.attr}())\n"
+            )
+            script.chmod(0o755)
+
+
+def dockerfile_extras() -> tuple[str, ...]:
+    """The extras deploy/Dockerfile installs (``deploy/install.sh SRC EXTRAS``), so tests install the same."""
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    match = re.search(r"^RUN sh \S*deploy/install\.sh\s+\S+\s+([\w,]+)", dockerfile, re.M)
+    if match is None:
+        raise LookupError("deploy/Dockerfile does not run deploy/install.sh SRC EXTRAS")
+    return tuple(match.group(1).split(","))
+
+
 def install_wheel(dest: Path, extras: tuple[str, ...] = ()) -> InstalledVenv:
     """A fresh venv in ``dest`` with tracelake installed from a wheel of the checkout by deploy/install.sh."""
     root = dest / "venv"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
     deps = dependency_closure(declared_requirements(extras) + [Requirement(t) for t in BUILD_TOOLS])
     link_distributions(list(deps.values()), dest / "deps")
+    write_console_scripts(list(deps.values()), root / "bin")
     # A .pth line puts the linked folder on sys.path after the venv's own site-packages (its .pth files unread).
     site = next((root / "lib").glob("python3*/site-packages"))
     (site / "linked_deps.pth").write_text(f"{dest / 'deps'}\n")

@@ -39,10 +39,12 @@ def port_is_free(port: int) -> bool:
 
 
 @contextmanager
-def process_group(command: list[str], *, env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def process_group(
+    command: list[str], *, env: dict[str, str], log: Path, cwd: Path = ROOT
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``command`` in its own process group; SIGINT, then SIGKILL, the whole group on exit, even on failure."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             yield proc
         finally:
