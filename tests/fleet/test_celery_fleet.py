@@ -41,22 +41,26 @@ REEXECUTE = """mutation($runId: String!) {
 # ---- Lake: where the fleet's lake is and how the test reads it (adapt here when the lake's addressing changes).
 
 def lake_env(postgres: PostgresServer) -> dict[str, str]:
-    """The lake settings every fleet process gets."""
-    return {"TRACELAKE_LAKE": "s3://fleet-lake/tracelake"}
+    """The lake settings every fleet process gets: data on SeaweedFS, the DuckLake catalog on PostgreSQL."""
+    return {"TRACELAKE_LAKE": "s3://fleet-lake/tracelake",
+            "TRACELAKE_CATALOG": postgres.url(postgres.create_database("fleet_lake"))}
 
 
 def make_lake_storage(s3: S3Server) -> None:
     s3.make_bucket("fleet-lake")
 
 
-def row_counts(lake: str, monkeypatch: pytest.MonkeyPatch, s3: S3Server | None = None) -> dict[str, dict[str, int]]:
+def row_counts(
+    lake: str, monkeypatch: pytest.MonkeyPatch, s3: S3Server | None = None, catalog: str | None = None
+) -> dict[str, dict[str, int]]:
     """Rows per run of every table of the lake (raw tables and marts): {table: {run_id: rows}}."""
     import tracelake
+    from transforms.catalog import table_names
 
     for key, value in (s3.env() if s3 else {}).items():
         monkeypatch.setenv(key, value)
-    con = tracelake.open_lake(lake)
-    tables = [t for (t,) in con.sql("select table_name from information_schema.tables").fetchall()]
+    con = tracelake.open_lake(lake, catalog=catalog)
+    tables = sorted(table_names(con))
     return {t: dict(con.sql(f'select run_id, count(*) from "{t}" group by run_id').fetchall()) for t in tables}
 
 
@@ -126,6 +130,7 @@ def test_sensor_runs_spread_over_workers_and_a_lost_worker_is_recovered_from_fai
     s3 = seaweedfs_s3
     s3.make_bucket("fleet-traces")
     make_lake_storage(s3)
+    lake = lake_env(postgres_server)
     staging = tmp_path / "traces"  # the same files, for a local reference ingest
     shutil.copytree(gloo_traces_dir / GLOO_RUN_ID, staging / GLOO_RUN_ID)
     s3.upload_folder("fleet-traces", f"runs/{GLOO_RUN_ID}", staging / GLOO_RUN_ID)  # 2 real gloo ranks
@@ -133,7 +138,7 @@ def test_sensor_runs_spread_over_workers_and_a_lost_worker_is_recovered_from_fai
     _put_run(s3, shared_traces, staging, "large_x2", LARGE, ranks=2)
 
     with run_fleet(tmp_path / "fleet", fleet_install, postgres=postgres_server, redis=redis_server, s3=s3,
-                   lake_env=lake_env(postgres_server), source="s3://fleet-traces/runs", workers=WORKERS) as fleet:
+                   lake_env=lake, source="s3://fleet-traces/runs", workers=WORKERS) as fleet:
         instance = fleet.instance
         first = {GLOO_RUN_ID, "small_x3", "large_x2"}
         wait_for(lambda: _succeeded(instance, first), timeout=600, interval=2, what=f"sensor runs {sorted(first)}")
@@ -186,13 +191,13 @@ def test_sensor_runs_spread_over_workers_and_a_lost_worker_is_recovered_from_fai
         # Nothing that had succeeded ran again; the commit and what follows it did, all on the surviving worker.
         # (A lost parse step that had not logged its start is not re-run by Dagster: the commit step parses it.)
         assert set(reran) <= steps - _succeeded_steps(instance, killed_run)
-        assert {"raw_tables.commit_raw_tables", "marts", "report"} <= set(reran)
+        assert {"raw_tables.stage_raw_tables", "marts", "report"} <= set(reran)
         assert set(reran.values()) == {worker_hostname("worker-a")}
 
     # The fleet's lake holds exactly what one local ingest of the same files makes.
     assert ingest(str(staging), str(tmp_path / "reference_lake")) == 0
     reference = row_counts(str(tmp_path / "reference_lake"), monkeypatch)
-    fleet_lake = row_counts(lake_env(postgres_server)["TRACELAKE_LAKE"], monkeypatch, s3)
+    fleet_lake = row_counts(lake["TRACELAKE_LAKE"], monkeypatch, s3, catalog=lake["TRACELAKE_CATALOG"])
     assert fleet_lake == reference
     assert set(reference["traces"]) == {GLOO_RUN_ID, "small_x3", "large_x2", "killed_x4"}
     assert reference["traces"]["killed_x4"] == 4
