@@ -23,7 +23,10 @@ from dagster_project.partitions import trace_runs
 from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.sources import RunSource, discover_runs
+from pipelines.lake import Lake
 from pipelines.storage import redact
+from transforms.report_files import write_fleet_view
+from transforms.units import plural
 
 
 class _ErrorCounter(logging.Handler):
@@ -71,7 +74,7 @@ def _ingest_run(target: _Target, run: RunSource, position: str) -> tuple[bool, i
     progress_log.setLevel(logging.INFO)
     progress_log.propagate = False
     try:
-        print(f"[{position}] run {run.run_id}: {len(run.traces)} traces", flush=True)
+        print(f"[{position}] run {run.run_id}: {plural(len(run.traces), 'trace')}", flush=True)
         dagster = instance()
         if not dagster.has_dynamic_partition(trace_runs.name, run.run_id):
             dagster.add_dynamic_partitions(trace_runs.name, [run.run_id])
@@ -123,7 +126,11 @@ def ingest(
     whole; 1 when any trace or run had an error (good traces still land).
     """
     runs = discover_runs(source_url, storage_options)
-    print(f"found {sum(len(r.traces) for r in runs)} trace files in {len(runs)} runs under {source_url}", flush=True)
+    traces = sum(len(r.traces) for r in runs)
+    if not runs:
+        print(f"WARNING no trace files (*.json, *.json.gz) under {source_url}: nothing ingested", flush=True)
+        return 1
+    print(f"found {plural(traces, 'trace file')} in {plural(len(runs), 'run')} under {source_url}", flush=True)
     options_json = orjson.dumps(storage_options).decode() if storage_options else ""
     target = _Target(source_url, lake_url, options_json, parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
@@ -136,5 +143,7 @@ def ingest(
     else:
         outcomes = [_ingest_run(target, run, position) for run, position in zip(runs, positions, strict=True)]
     failed = any(not success or errors for success, errors in outcomes)
-    print(f"ingested {len(runs)} runs into {lake_url}: {'with errors' if failed else 'ok'}", flush=True)
+    print(f"ingested {plural(len(runs), 'run')} into {lake_url}: {'with errors' if failed else 'ok'}", flush=True)
+    fleet = write_fleet_view(Lake(lake_url, storage_options))
+    print(f"reports: {fleet} (the fleet view; each run's report beside it, <run_id>.html)", flush=True)
     return 1 if failed else 0

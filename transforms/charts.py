@@ -2,7 +2,8 @@
 
 Every chart colours a category the same way (:data:`CATEGORY_COLORS`), titles both axes with their unit, and
 puts a value in one unit chosen for the chart (µs/ms/s, KiB/MiB/GiB). Hovering a mark shows its full label
-and value: the SVG keeps Vega's per-mark description, turned into a ``<title>`` that browsers show as a tooltip.
+and value: each mark's Vega-Lite ``description`` (its SVG ``aria-label``) becomes a ``<title>``, which browsers
+show as a tooltip.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import altair as alt
 import vl_convert
 
-from transforms.units import duration_unit, size_unit
+from transforms.units import duration_unit, format_bytes, format_ns, format_ratio, size_unit
 
 # One colour per category in every chart. Compute is blue whether tb_plugin calls it "kernel" (step
 # breakdown) or "computation" (overlap view); communication is always orange, idle/other always grey.
@@ -51,26 +52,26 @@ def stacked_time_bars(rows: Sequence[dict[str, Any]], *, label_title: str, value
     for r in rows:
         totals[r["label"]] = totals.get(r["label"], 0.0) + r["value_ns"]
     title, scale = _time_axis(max(totals.values(), default=0), value_title)
-    values = [{**r, "value": r["value_ns"] / scale, "order": categories.index(r["category"])} for r in rows]
+    values = [{**r, "value": r["value_ns"] / scale, "order": categories.index(r["category"]),
+               "desc": f"{r['label']} · {r['category']}: {format_ns(r['value_ns'])}"} for r in rows]
     return alt.Chart(alt.Data(values=values)).mark_bar().encode(
         y=alt.Y("label:N", title=label_title, sort=list(totals)),
         x=alt.X("value:Q", title=title, stack="zero"),
         color=alt.Color("category:N", title="category", scale=_category_scale(categories), sort=categories),
         order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("category:N"),
-                 alt.Tooltip("value:Q", title=title, format=".4~g")],
+        description=alt.Description("desc:N"),
     ).properties(width=WIDTH, height=alt.Step(22))
 
 
 def ranked_time_bars(rows: Sequence[dict[str, Any]], *, value_title: str) -> alt.Chart:
     """Bars of ``value_ns`` per ``name``, largest first, labelled ``#1 …`` (the table beside it has full names)."""
     title, scale = _time_axis(max((r["value_ns"] for r in rows), default=0), value_title)
-    values = [{"key": f"#{i} {_short(r['name'])}", "name": r["name"], "value": r["value_ns"] / scale}
-              for i, r in enumerate(rows, 1)]
+    values = [{"key": f"#{i} {_short(r['name'])}", "value": r["value_ns"] / scale,
+               "desc": f"#{i} {r['name']}: {format_ns(r['value_ns'])}"} for i, r in enumerate(rows, 1)]
     return alt.Chart(alt.Data(values=values)).mark_bar(color=CATEGORY_COLORS["kernel"]).encode(
         y=alt.Y("key:N", title=None, sort=None, axis=alt.Axis(labelLimit=260)),
         x=alt.X("value:Q", title=title),
-        tooltip=[alt.Tooltip("name:N", title="name"), alt.Tooltip("value:Q", title=title, format=".4~g")],
+        description=alt.Description("desc:N"),
     ).properties(width=WIDTH - 120, height=alt.Step(20))
 
 
@@ -94,35 +95,36 @@ def time_series(
     color = alt.Color("series:N", title=None, sort=series,
                       scale=alt.Scale(domain=series, range=list(SERIES_COLORS[: len(series)]) or None))
 
+    shown = {"bytes": format_bytes, "ratio": format_ratio, "ns": format_ns}[y_kind]
+
     def points(source: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**r, "x": r["t_ns"] / x_scale, "v": r["y"] / y_scale} for r in source]
+        return [{**r, "x": r["t_ns"] / x_scale, "v": r["y"] / y_scale,
+                 "desc": f"{r['series']}{' peak' if 'label' in r else ''}: {shown(r['y'])} at {format_ns(r['t_ns'])}"} for r in source]
 
     x = alt.X("x:Q", title=x_title)
     y = alt.Y("v:Q", title=f"{y_title} ({unit})",
               scale=alt.Scale(domain=[0, 100]) if y_kind == "ratio" else alt.Undefined)
-    tooltip = [alt.Tooltip("series:N"), alt.Tooltip("x:Q", title=x_title, format=".4~g"),
-               alt.Tooltip("v:Q", title=f"{y_title} ({unit})", format=".4~g")]
     lines = alt.Chart(alt.Data(values=points(rows))).mark_line(interpolate="step-after").encode(
-        x=x, y=y, color=color, tooltip=tooltip)
+        x=x, y=y, color=color, description=alt.Description("desc:N"))
     chart: alt.Chart | alt.LayerChart = lines
     if peaks:
         marks = alt.Chart(alt.Data(values=points(peaks)))
         chart = alt.layer(
             lines,
-            marks.mark_point(filled=True, size=60, color=REGRESSION_COLOR).encode(x=x, y=y, tooltip=[
-                alt.Tooltip("label:N", title="peak")]),
+            marks.mark_point(filled=True, size=60, color=REGRESSION_COLOR).encode(
+                x=x, y=y, description=alt.Description("desc:N")),
             marks.mark_text(align="left", dx=6, dy=-8, fontSize=11).encode(x=x, y=y, text="label:N"),
         )
     return chart.properties(width=WIDTH, height=220)
 
 
 def run_metric_trend(rows: Sequence[dict[str, Any]], *, title: str, unit: str) -> alt.LayerChart:
-    """One metric of a job's runs over time (``when`` ISO time, ``v``), regressions (``regressed``) in red."""
+    """One metric of a job's runs over time (``when`` ISO time, ``v``, hover text ``desc``), regressions
+    (``regressed``) in red."""
     base = alt.Chart(alt.Data(values=list(rows))).encode(
         x=alt.X("when:T", title="run started (UTC)", axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30)),
         y=alt.Y("v:Q", title=f"{title} ({unit})"),
-        tooltip=[alt.Tooltip("run_id:N", title="run"), alt.Tooltip("v:Q", title=f"{title} ({unit})", format=".4~g"),
-                 alt.Tooltip("change:N", title="vs baseline")],
+        description=alt.Description("desc:N"),
     )
     return alt.layer(
         base.mark_line(color="#888"),

@@ -511,7 +511,9 @@ def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
         else:
             unit, scale = "%", 0.01
         trends.append(charts.run_metric_trend([
-            {"run_id": r["run_id"], "v": r[key] / scale, "change": _change_text(kind, r[f"{key}_change"]),
+            {"run_id": r["run_id"], "v": r[key] / scale,
+             "desc": f"{r['run_id']}: {format_value(key, r[key])} ({_change_text(kind, r[f'{key}_change'])} "
+                     f"vs {r['baseline'] or 'no baseline'})",
              "regressed": "yes" if title in r["regressions"] else "no",
              "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
             for r in runs if r[key] is not None and r["first_ts_ns"] is not None], title=title, unit=unit))
