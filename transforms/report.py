@@ -135,7 +135,7 @@ def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, s
     for key, header in columns:
         if any(isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool) for r in rows):
             kinds[key] = ' class="num"'
-        elif max((len(c[key]) for c in cells if not key.startswith("html_")), default=0) <= 32:
+        elif not key.startswith("html_") and max((len(c[key]) for c in cells), default=0) <= 32:
             kinds[key] = ' class="short"'
         else:
             kinds[key] = ""
@@ -429,11 +429,11 @@ def render_run_report(
 
 # ----------------------------------------------------------------------------------------------- fleet view
 
-FLEET_METRICS = (  # (key, title, unit kind, worse when): one trend chart per metric
+FLEET_METRICS = (  # (key, title, unit kind, worse when): one trend chart and one table column per metric
     ("step_ns", "step time", "ns", "higher"),
     ("gpu_utilization_ratio", "GPU utilization", "ratio", "lower"),
-    ("exposed_comm_ns", "exposed communication per step", "ns", "higher"),
-    ("peak_memory_bytes", "peak memory allocated", "bytes", "higher"),
+    ("exposed_comm_ns", "exposed communication", "ns", "higher"),
+    ("peak_memory_bytes", "peak memory", "bytes", "higher"),
 )
 
 
@@ -495,7 +495,7 @@ def compare_to_baseline(
 def _change_text(kind: str, change: float | None) -> str:
     if change is None:
         return "—"
-    return f"{100 * change:+.3g} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
+    return f"{100 * change:+.1f} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
 
 
 def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
@@ -525,14 +525,18 @@ def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
         row = dict(r)
         row["html_run"] = f'<a href="{escape(r["run_id"])}.html">{escape(r["run_id"])}</a>'
         for key, _, kind, _ in FLEET_METRICS:
-            row[f"html_{key}"] = escape(f"{format_value(key, r[key])} ({_change_text(kind, r[f'{key}_change'])})")
+            row[f"html_{key}"] = (f"{escape(format_value(key, r[key]))}<br>"
+                                  f'<span class="note">{escape(_change_text(kind, r[f"{key}_change"]))}</span>')
         row["html_flags"] = escape(", ".join(r["regressions"]) or "—")
         row["_regressed"] = bool(r["regressions"])
         table_rows.append(row)
     table = html_table(table_rows, [("html_run", "run"), ("first_ts_ns", "started"), ("baseline", "baseline"),
-                                    *[(f"html_{k}", f"{title} (vs baseline)") for k, title, _, _ in FLEET_METRICS],
+                                    *[(f"html_{k}", title) for k, title, _, _ in FLEET_METRICS],
                                     ("html_flags", "regressions")])
-    return chart + table
+    note = ('<p class="note">Step time and exposed communication are means per rank and step (step_breakdown, '
+            "comm_overlap_by_step); GPU utilization is the mean over GPUs (gpu_metrics); under each value, its "
+            "change against the baseline run.</p>")
+    return chart + note + table
 
 
 def render_fleet_view(
