@@ -32,40 +32,77 @@ def _parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="ingest every trace under SOURCE into the lake and build every table")
     ingest.add_argument("source", help="local folder or fsspec URL (s3://bucket/prefix) holding one folder per run")
-    ingest.add_argument("--lake", required=True, help="local folder or fsspec URL of the lake")
-    ingest.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="fsspec option for s3:// and other URLs (repeatable)")
+    ingest.add_argument("--lake", required=True, help="local folder or fsspec URL of the lake (created if new)")
+    ingest.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
     ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse gets cores/N DuckDB threads "
                         "(default 1: in-process, one trace after another with every core)")
     ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a process of its own "
                         "(default 1); for many small traces, the number of cores")
 
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
-    sql.add_argument("query")
-    sql.add_argument("--lake", required=True)
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    sql.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    sql.add_argument("query", help="one SELECT (or EXPLAIN); every table is a view by its bare name (tracelake tables)")
+    sql.add_argument("--lake", required=True, help=LAKE_HELP)
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
+    sql.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
 
     compare = commands.add_parser("compare", help="what got slower from RUN_A to RUN_B: kernels, ops, collectives, steps")
     compare.add_argument("run_a", help="the baseline run_id")
     compare.add_argument("run_b", help="the run_id compared with it")
-    compare.add_argument("--lake", required=True)
-    compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    compare.add_argument("--lake", required=True, help=LAKE_HELP)
+    compare.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
     compare.add_argument("--kind", choices=("kernel", "collective", "op", "step", "phase"), action="append",
                          help="only these kinds of rows (repeatable; default all)")
     compare.add_argument("--limit", type=int, default=30, help="rows to print, largest slowdown first (0: all)")
     compare.add_argument("--out", help="also write the whole run_comparison table to this Parquet file")
-    compare.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    compare.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
 
     demo = commands.add_parser("demo", help="profile small torch jobs, ingest them with sample GPU traces, report")
     demo.add_argument("--lake", default="lake", help="where to write the demo lake (default: ./lake)")
     demo.add_argument("--traces", default="demo-traces", help="where to write the demo traces (default: ./demo-traces)")
 
     ui = commands.add_parser("ui", help="start the Dagster UI over the project's definitions")
-    ui.add_argument("--lake", default="lake")
-    ui.add_argument("--source", default="demo-traces")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--lake", default=None, help="the lake the assets write (default: $TRACELAKE_LAKE, else ./lake); "
+                    "this option wins over the environment")
+    ui.add_argument("--source", default=None, help="the folder or URL the sensor watches for new runs "
+                    "(default: $TRACELAKE_SOURCE, else ./demo-traces)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    ui.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000)")
+    _add_browse_commands(commands)
     return parser
+
+
+LAKE_HELP = "local folder or fsspec URL (s3://bucket/prefix) of a lake written by tracelake ingest"
+FORMAT_HELP = "table: for people (units µs/ms/s, KiB/MiB/GiB, %%); csv / json: exact values (ns, bytes)"
+OPTION_HELP = ("fsspec option for s3:// and other URLs, e.g. key=..., secret=..., "
+               "client_kwargs='{\"endpoint_url\": \"http://...\"}' (repeatable; default: the AWS_* variables)")
+
+
+def _add_browse_commands(commands: argparse._SubParsersAction) -> None:
+    """``runs`` and ``tables``: what a lake holds, and what each table and column means."""
+    runs = commands.add_parser("runs", help="list the lake's runs: id, traces, ranks, device, when")
+    runs.add_argument("--lake", required=True, help=LAKE_HELP)
+    runs.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
+    runs.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
+
+    tables = commands.add_parser("tables", help="list the tables and which question each answers, or one "
+                                 "table's columns with their meaning and units")
+    tables.add_argument("table", nargs="?", help="a table name (kernels, step_breakdown, ...); none: all tables")
+    tables.add_argument("--lake", help="also list the columns this lake's tables hold (default: documented ones)")
+    tables.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
+    tables.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
+
+
+def _run_browse_command(args: argparse.Namespace) -> int:
+    from tracelake.browse import NoLakeError, list_runs, show_tables
+
+    options = _storage_options(args.storage_option)
+    try:
+        if args.command == "runs":
+            return list_runs(args.lake, options=options, fmt=args.format)
+        return show_tables(args.table, lake_url=args.lake, options=options, fmt=args.format)
+    except NoLakeError as exc:
+        print(f"tracelake {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,6 +134,16 @@ def entry() -> NoReturn:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command in ("runs", "tables"):
+        return _run_browse_command(args)
+    if args.command in ("sql", "compare"):
+        from tracelake.browse import NoLakeError, require_lake
+
+        try:
+            require_lake(args.lake, _storage_options(args.storage_option))
+        except NoLakeError as exc:
+            print(f"tracelake {args.command}: {exc}", file=sys.stderr)
+            return 2
     if args.command == "ingest":
         from tracelake.ingest import ingest
 
@@ -109,7 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             gc.unfreeze()
     if args.command == "sql":
-        from tracelake.query import run_query, write_result
+        from tracelake.output import write_result
+        from tracelake.query import run_query
 
         try:
             columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option))
@@ -134,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(lake_url=args.lake, traces_dir=args.traces)
     from tracelake.ui import run_ui
 
-    return run_ui(lake_url=args.lake, source_url=args.source, port=args.port)
+    return run_ui(lake_url=args.lake, source_url=args.source, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

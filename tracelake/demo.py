@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from tracelake.ingest import ingest
-from tracelake.query import run_query, write_result
+from tracelake.output import write_result
+from tracelake.query import run_query
 
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "examples" / "traces"
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import sys
 from typing import Any
 
 import duckdb
-import orjson
-import polars as pl
 
 from pipelines.lake import Lake
 from transforms.catalog import Committed, create_views, read_while_rewritten
@@ -40,20 +36,3 @@ def _run(query: str, lake: Lake, committed: Committed) -> tuple[list[str], list[
     cursor = con.execute(query)
     columns = [d[0] for d in cursor.description]
     return columns, cursor.fetchall()
-
-
-def write_result(columns: list[str], rows: list[tuple], fmt: str) -> None:
-    """Print a result as an aligned table, CSV, or a JSON array of row objects (to ``sys.stdout`` as it is now)."""
-    out = sys.stdout
-    if fmt == "json":
-        records = [dict(zip(columns, row, strict=True)) for row in rows]
-        out.write(orjson.dumps(records, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-    else:
-        frame = pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None)
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=80, tbl_width_chars=200, tbl_hide_dataframe_shape=True,
-                       tbl_hide_column_data_types=True, tbl_hide_dtype_separator=True):
-            out.write(f"{frame}\n({len(rows)} rows)\n")
