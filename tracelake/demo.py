@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -25,8 +24,6 @@ def run_demo(*, lake_url: str, traces_dir: str) -> int:
     """Make the demo traces, ingest them into ``lake_url``, and print a short report."""
     from tracelake.workloads import profile_gloo_job, profile_single_process  # torch loads slowly
 
-    os.environ.setdefault("DAGSTER_HOME", os.path.abspath(".dagster"))  # `tracelake ui` shows these runs
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     traces = Path(traces_dir)
     started = time.perf_counter()
     print(f"profiling a small MLP on the CPU into {traces}/cpu_mlp ...", flush=True)

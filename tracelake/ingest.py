@@ -25,6 +25,7 @@ from dagster_project.resources import IngestSettingsResource, LakeResource, Trac
 from pipelines.sources import RunSource, discover_runs
 from pipelines.lake import Lake
 from pipelines.storage import redact
+from tracelake.home import dagster_home
 from transforms.report_files import write_fleet_view
 from transforms.units import plural
 
@@ -44,10 +45,10 @@ class _ErrorCounter(logging.Handler):
 
 @functools.cache
 def instance() -> dg.DagsterInstance:
-    """The persistent instance under DAGSTER_HOME when set (so the UI shows the runs), else an ephemeral one.
-
-    One per process: creating it costs ~0.5 s."""
-    return dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
+    """The persistent instance under DAGSTER_HOME, by default ``~/.tracelake/dagster`` (so ``tracelake ui`` shows
+    the runs). One per process: creating it costs ~0.5 s."""
+    dagster_home()
+    return dg.DagsterInstance.get()
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,7 @@ def ingest(
     target = _Target(source_url, lake_url, options_json, parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:
-        if os.environ.get("DAGSTER_HOME"):
-            instance()  # creates a new home's storage here: workers racing to create its tables fail
+        instance()  # creates a new home's storage here: workers racing to create its tables fail
         spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's and Dagster's threads' locks
         with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=_start_worker) as pool:
             outcomes = list(pool.map(_ingest_run, [target] * len(runs), runs, positions))
