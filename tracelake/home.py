@@ -15,5 +15,8 @@ def dagster_home() -> Path:
     """
     home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)
     home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if home == DEFAULT_HOME and not config.exists():  # ours: Dagster's defaults (SQLite in the home), quietly
+        config.write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
     return home

@@ -27,6 +27,7 @@ from pipelines.lake import Lake
 from pipelines.storage import redact
 from tracelake.home import dagster_home
 from transforms.report_files import write_fleet_view
+from transforms.docs import first_sentence
 from transforms.units import plural
 
 
@@ -98,10 +99,19 @@ def _ingest_run(target: _Target, run: RunSource, position: str) -> tuple[bool, i
         for evaluation in result.get_asset_check_evaluations():
             if not evaluation.passed:
                 check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                print(f"WARNING run {run.run_id}: check {check} failed", flush=True)
+                print(f"WARNING run {run.run_id}: check {check} failed: {_why(evaluation)}", flush=True)
         return result.success, counter.errors
     finally:
         progress_log.removeHandler(counter)
+
+
+def _why(evaluation: dg.AssetCheckEvaluation) -> str:
+    """What the check looks for, how many rows broke it and the first of them (the check's own columns)."""
+    metadata = evaluation.metadata
+    failing = metadata["failing_rows"].value if "failing_rows" in metadata else None
+    sample = metadata["sample"].value if "sample" in metadata else ""
+    count = plural(failing, "failing row") if isinstance(failing, int) else "failing rows"
+    return f"{first_sentence(evaluation.description or '')} [{count}; first: {sample}]"
 
 
 def _start_worker() -> None:
