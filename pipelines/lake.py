@@ -150,7 +150,10 @@ class Lake:
         if read_only:
             self.check_layout()
             if not self.exists():
-                raise LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
+                raise LakeError(
+                    f"{self.url} holds no tracelake lake (no catalog at {self.catalog.describe()}): "
+                    f"run tracelake ingest SOURCE --lake {self.url} first, or point --lake at the lake"
+                )
         return self._attach(read_only=read_only, threads=threads, memory_limit=memory_limit)
 
     def _attach(

@@ -70,7 +70,16 @@ def is_storage_error(exc: BaseException) -> bool:
     )
 
 
+_CREDENTIAL_ERRORS = ("NoCredentialsError", "Unable to locate credentials", "InvalidAccessKeyId",
+                      "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken")
+CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL for MinIO, SeaweedFS, ...), "
+                    "or pass --storage-option key=... --storage-option secret=...")
+
+
 def describe_error(exc: BaseException) -> str:
-    """One redacted line for a storage error: its type and message."""
+    """One redacted line for a storage error: its type and message, and how to give credentials when they failed."""
     message = " ".join(str(exc).split()) or type(exc).__name__
-    return redact(f"{type(exc).__name__}: {message}")
+    line = f"{type(exc).__name__}: {message}"
+    if any(marker in line for marker in _CREDENTIAL_ERRORS):
+        line += f" ({CREDENTIALS_HINT})"
+    return redact(line)

@@ -26,6 +26,20 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_TRACES = Path(os.environ.get("TRACELAKE_SHARED_TRACES", REPO.parent / "shared" / "traces"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A Dagster instance home of the session's own: ingest records into one (by default ~/.tracelake/dagster),
+    and tests must not write into the user's, nor share one with other sessions."""
+    home = tmp_path_factory.mktemp("dagster_home")
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("DAGSTER_HOME", None)
+    else:
+        os.environ["DAGSTER_HOME"] = previous
+
+
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     """The real public Kineto traces in ../shared/traces (see its README)."""

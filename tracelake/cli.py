@@ -27,13 +27,12 @@ def _storage_options(values: list[str]) -> dict[str, Any] | None:
 
 
 def _lake_options(command: argparse.ArgumentParser, *, lake_required: bool = True) -> None:
-    command.add_argument("--lake", required=lake_required, help="the lake's data: a local folder or s3://bucket/prefix")
+    command.add_argument("--lake", required=lake_required, help=LAKE_HELP if lake_required else
+                         "also list the columns this lake's tables hold (default: documented ones)")
     command.add_argument("--catalog", default=os.environ.get("TRACELAKE_CATALOG"),
                          help="the lake's DuckLake catalog: postgresql://user@host:port/db or a file path "
                          "(default: TRACELAKE_CATALOG, else LAKE/catalog.sqlite for a local lake)")
-    command.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                         help="fsspec option for s3:// URLs, e.g. key=…, secret=…, client_kwargs='{\"endpoint_url\": …}' "
-                         "(repeatable; default: the AWS_* variables)")
+    command.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
     sql.add_argument("query", help="one SELECT (or EXPLAIN of one); every table is a view by its bare name, and "
                      "lake.<raw|marts>.<table> AT (VERSION => N) reads an older snapshot that retention keeps")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
     _lake_options(sql)
 
     history = commands.add_parser("history", help="the committed versions of a run: snapshot, when, source fingerprint")
@@ -71,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="what got slower from RUN_A to RUN_B: kernels, ops, collectives, steps")
     compare.add_argument("run_a", help="the baseline run_id")
     compare.add_argument("run_b", help="the run_id compared with it")
-    compare.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    compare.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
     compare.add_argument("--kind", choices=("kernel", "collective", "op", "step", "phase"), action="append",
                          help="only these kinds of rows (repeatable; default all)")
     compare.add_argument("--limit", type=int, default=30, help="rows to print, largest slowdown first (0: all)")
@@ -83,10 +82,42 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--traces", default="demo-traces", help="where to write the demo traces (default: ./demo-traces)")
 
     ui = commands.add_parser("ui", help="start the Dagster UI over the project's definitions")
-    ui.add_argument("--lake", default="lake")
-    ui.add_argument("--source", default="demo-traces")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--lake", default=None, help="the lake the assets write (default: $TRACELAKE_LAKE, else ./lake); "
+                    "this option wins over the environment")
+    ui.add_argument("--source", default=None, help="the folder or URL the sensor watches for new runs "
+                    "(default: $TRACELAKE_SOURCE, else ./demo-traces)")
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    ui.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000)")
+    _add_browse_commands(commands)
     return parser
+
+
+LAKE_HELP = "local folder or fsspec URL (s3://bucket/prefix) of a lake written by tracelake ingest"
+FORMAT_HELP = "table: for people (units µs/ms/s, KiB/MiB/GiB, %%); csv / json: exact values (ns, bytes)"
+OPTION_HELP = ("fsspec option for s3:// and other URLs, e.g. key=..., secret=..., "
+               "client_kwargs='{\"endpoint_url\": \"http://...\"}' (repeatable; default: the AWS_* variables)")
+
+
+def _add_browse_commands(commands: argparse._SubParsersAction) -> None:
+    """``runs`` and ``tables``: what a lake holds, and what each table and column means."""
+    runs = commands.add_parser("runs", help="list the lake's runs: id, traces, ranks, device, when")
+    runs.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
+    _lake_options(runs)
+
+    tables = commands.add_parser("tables", help="list the tables and which question each answers, or one "
+                                 "table's columns with their meaning and units")
+    tables.add_argument("table", nargs="?", help="a table name (kernels, step_breakdown, ...); none: all tables")
+    tables.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
+    _lake_options(tables, lake_required=False)
+
+
+def _run_browse_command(args: argparse.Namespace) -> int:
+    from tracelake.browse import list_runs, show_tables
+
+    options = _storage_options(args.storage_option)
+    if args.command == "runs":
+        return list_runs(args.lake, options=options, catalog=args.catalog, fmt=args.format)
+    return show_tables(args.table, lake_url=args.lake, options=options, catalog=args.catalog, fmt=args.format)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +150,8 @@ def entry() -> NoReturn:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command in ("runs", "tables"):
+        return _run_browse_command(args)
     if args.command == "ingest":
         from tracelake.ingest import ingest
 
@@ -131,7 +164,8 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             gc.unfreeze()
     if args.command == "sql":
-        from tracelake.query import run_query, write_result
+        from tracelake.output import write_result
+        from tracelake.query import run_query
 
         try:
             columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
@@ -161,7 +195,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(lake_url=args.lake, traces_dir=args.traces)
     from tracelake.ui import run_ui
 
-    return run_ui(lake_url=args.lake, source_url=args.source, port=args.port)
+    return run_ui(lake_url=args.lake, source_url=args.source, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

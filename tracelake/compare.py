@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from tracelake.query import write_result
+from tracelake.output import write_result
 from transforms.catalog import open_lake
 from transforms.compare import compare_runs
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
 
 from pipelines.shipped import shipped_folder
 from tracelake.ingest import ingest
-from tracelake.query import run_query, write_result
+from tracelake.output import write_result
+from tracelake.query import run_query
 
 SAMPLE_TRACES = shipped_folder("tracelake", "sample_traces", "examples/traces", must_hold="README.md")
 
@@ -25,8 +25,6 @@ def run_demo(*, lake_url: str, traces_dir: str) -> int:
     """Make the demo traces, ingest them into ``lake_url``, and print a short report."""
     from tracelake.workloads import profile_gloo_job, profile_single_process  # torch loads slowly
 
-    os.environ.setdefault("DAGSTER_HOME", os.path.abspath(".dagster"))  # `tracelake ui` shows these runs
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     traces = Path(traces_dir)
     started = time.perf_counter()
     print(f"profiling a small MLP on the CPU into {traces}/cpu_mlp ...", flush=True)

@@ -7,7 +7,6 @@ import functools
 import gc
 import logging
 import multiprocessing
-import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +24,10 @@ from dagster_project.resources import OPTIONS_VARIABLE, IngestSettingsResource, 
 from pipelines.lake import Lake
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
+from tracelake.home import dagster_home
+from transforms.report_files import write_fleet_view
+from transforms.docs import first_sentence
+from transforms.units import plural
 
 
 class _ErrorCounter(logging.Handler):
@@ -42,10 +45,10 @@ class _ErrorCounter(logging.Handler):
 
 @functools.cache
 def instance() -> dg.DagsterInstance:
-    """The persistent instance under DAGSTER_HOME when set (so the UI shows the runs), else an ephemeral one.
-
-    One per process: creating it costs ~0.5 s."""
-    return dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.ephemeral()
+    """The persistent instance under DAGSTER_HOME, by default ``~/.tracelake/dagster`` (so ``tracelake ui`` shows
+    the runs). One per process: creating it costs ~0.5 s."""
+    dagster_home()
+    return dg.DagsterInstance.get()
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def _ingest_run(target: _Target, run: RunSource, position: str) -> tuple[bool, i
     progress_log.setLevel(logging.INFO)
     progress_log.propagate = False
     try:
-        print(f"[{position}] run {run.run_id}: {len(run.traces)} traces", flush=True)
+        print(f"[{position}] run {run.run_id}: {plural(len(run.traces), 'trace')}", flush=True)
         dagster = instance()
         if not dagster.has_dynamic_partition(trace_runs.name, run.run_id):
             dagster.add_dynamic_partitions(trace_runs.name, [run.run_id])
@@ -98,10 +101,19 @@ def _ingest_run(target: _Target, run: RunSource, position: str) -> tuple[bool, i
         for evaluation in result.get_asset_check_evaluations():
             if not evaluation.passed:
                 check = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-                print(f"WARNING run {run.run_id}: check {check} failed", flush=True)
+                print(f"WARNING run {run.run_id}: check {check} failed: {_why(evaluation)}", flush=True)
         return result.success, counter.errors
     finally:
         progress_log.removeHandler(counter)
+
+
+def _why(evaluation: dg.AssetCheckEvaluation) -> str:
+    """What the check looks for, how many rows broke it and the first of them (the check's own columns)."""
+    metadata = evaluation.metadata
+    failing = metadata["failing_rows"].value if "failing_rows" in metadata else None
+    sample = metadata["sample"].value if "sample" in metadata else ""
+    count = plural(failing, "failing row") if isinstance(failing, int) else "failing rows"
+    return f"{first_sentence(evaluation.description or '')} [{count}; first: {sample}]"
 
 
 def _start_worker() -> None:
@@ -128,7 +140,11 @@ def ingest(
     whole; 1 when any trace or run had an error (good traces still land).
     """
     runs = discover_runs(source_url, storage_options)
-    print(f"found {sum(len(r.traces) for r in runs)} trace files in {len(runs)} runs under {source_url}", flush=True)
+    traces = sum(len(r.traces) for r in runs)
+    if not runs:
+        print(f"WARNING no trace files (*.json, *.json.gz) under {source_url}: nothing ingested", flush=True)
+        return 1
+    print(f"found {plural(traces, 'trace file')} in {plural(len(runs), 'run')} under {source_url}", flush=True)
     if storage_options:
         os.environ[OPTIONS_VARIABLE] = orjson.dumps(storage_options).decode()  # inherited by --jobs workers
     lake = Lake(lake_url, storage_options, catalog)  # fails here, once, on a lake that cannot be opened
@@ -136,13 +152,14 @@ def ingest(
     target = _Target(source_url, lake.url, catalog or "", parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:
-        if os.environ.get("DAGSTER_HOME"):
-            instance()  # creates a new home's storage here: workers racing to create its tables fail
+        instance()  # creates a new home's storage here: workers racing to create its tables fail
         spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's and Dagster's threads' locks
         with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=_start_worker) as pool:
             outcomes = list(pool.map(_ingest_run, [target] * len(runs), runs, positions))
     else:
         outcomes = [_ingest_run(target, run, position) for run, position in zip(runs, positions, strict=True)]
     failed = any(not success or errors for success, errors in outcomes)
-    print(f"ingested {len(runs)} runs into {lake_url}: {'with errors' if failed else 'ok'}", flush=True)
+    print(f"ingested {plural(len(runs), 'run')} into {lake_url}: {'with errors' if failed else 'ok'}", flush=True)
+    fleet = write_fleet_view(lake)
+    print(f"reports: {fleet} (the fleet view; each run's report beside it, <run_id>.html)", flush=True)
     return 1 if failed else 0

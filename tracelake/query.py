@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import os
-import sys
 import threading
 from typing import Any
 
 import duckdb
-import orjson
-import polars as pl
 
 from pipelines.lake import LAYERS, Lake
 from transforms.catalog import SEARCH_PATH
@@ -93,20 +89,3 @@ def run_query(
         finally:
             timer.cancel()
         return [d[0] for d in cursor.description], rows
-
-
-def write_result(columns: list[str], rows: list[tuple], fmt: str) -> None:
-    """Print a result as an aligned table, CSV, or a JSON array of row objects (to ``sys.stdout`` as it is now)."""
-    out = sys.stdout
-    if fmt == "json":
-        records = [dict(zip(columns, row, strict=True)) for row in rows]
-        out.write(orjson.dumps(records, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-    else:
-        frame = pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None)
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=80, tbl_width_chars=200, tbl_hide_dataframe_shape=True,
-                       tbl_hide_column_data_types=True, tbl_hide_dtype_separator=True):
-            out.write(f"{frame}\n({len(rows)} rows)\n")

@@ -3,24 +3,53 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-from pathlib import Path
+from types import FrameType
+
+from tracelake.home import dagster_home
 
 
-def run_ui(*, lake_url: str, source_url: str, port: int) -> int:
-    """Start ``dagster dev`` with the lake and source set for the resources; returns its exit code.
+def _local(url: str) -> str:
+    return url if "://" in url else os.path.abspath(url)
 
-    DAGSTER_HOME defaults to ``./.dagster``, where ``tracelake demo`` records its runs, so they show in the UI.
+
+def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int) -> int:
+    """Run ``dagster dev`` until Ctrl-C or SIGTERM, then stop it and every process it started; returns its exit code.
+
+    ``--lake``/``--source`` win over ``TRACELAKE_LAKE``/``TRACELAKE_SOURCE``; the instance home is the one
+    ``tracelake ingest`` records into (:func:`tracelake.home.dagster_home`), so ingested runs show.
     """
     env = dict(os.environ)
-    env.setdefault("TRACELAKE_LAKE", os.path.abspath(lake_url) if "://" not in lake_url else lake_url)
-    env.setdefault("TRACELAKE_SOURCE", os.path.abspath(source_url) if "://" not in source_url else source_url)
-    home = Path(env.setdefault("DAGSTER_HOME", os.path.abspath(".dagster")))
-    home.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "dagster", "dev", "-m", "dagster_project.definitions", "-p", str(port), "-h", "127.0.0.1"]
-    print(f"Dagster UI at http://127.0.0.1:{port} (lake {env['TRACELAKE_LAKE']}, DAGSTER_HOME {home})", flush=True)
+    env["TRACELAKE_LAKE"] = _local(lake_url or env.get("TRACELAKE_LAKE") or "lake")
+    env["TRACELAKE_SOURCE"] = _local(source_url or env.get("TRACELAKE_SOURCE") or "demo-traces")
+    env["DAGSTER_HOME"] = str(dagster_home())
+    command = [sys.executable, "-m", "dagster", "dev", "-m", "dagster_project.definitions", "-h", host, "-p", str(port)]
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    print(f"Dagster UI at http://{shown}:{port} (lake {env['TRACELAKE_LAKE']}, DAGSTER_HOME {env['DAGSTER_HOME']}); "
+          "Ctrl-C stops it", flush=True)
+    # Its own process group: a stop signal reaches dagster dev, its webserver and its code server alike.
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        os.killpg(process.pid, signal.SIGINT)  # dagster dev shuts its children down on SIGINT
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return subprocess.call(command, env=env)
-    except KeyboardInterrupt:
-        return 0
+        try:
+            code = process.wait()
+        except KeyboardInterrupt:
+            code = process.wait()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # whatever outlived the shutdown
+        except ProcessLookupError:
+            pass
+        return 0 if code in (0, -signal.SIGINT, 130) else code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

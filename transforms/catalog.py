@@ -35,7 +35,12 @@ def open_lake(
         >>> con = open_lake("./lake")
         >>> con.sql("select run_id, count(*) from kernels group by run_id").pl()
     """
-    con = Lake(url, options, catalog).connect(read_only=True)
+    return read_lake(Lake(url, options, catalog))
+
+
+def read_lake(lake: Lake) -> duckdb.DuckDBPyConnection:
+    """:func:`open_lake` for a :class:`Lake` at hand."""
+    con = lake.connect(read_only=True)
     con.execute(f"set search_path = '{SEARCH_PATH}'")
     return con
 

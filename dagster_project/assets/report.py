@@ -5,7 +5,7 @@ import dagster as dg
 from dagster_project.assets.marts import marts
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import LakeResource
-from tracelake.report import write_report
+from transforms.report_files import write_fleet_view, write_run_report
 
 
 @dg.asset(
@@ -16,7 +16,17 @@ from tracelake.report import write_report
     kinds={"html"},
 )
 def report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Charts of one run (step breakdown and overlap per rank, memory curve, top kernels) in one self-contained HTML file."""
-    url = write_report(lake.lake(), context.partition_key)
+    """One run's report (recommendations, stragglers, step breakdown, overlap, GPU utilization, memory, top kernels,
+    ops and source lines) in one self-contained HTML file."""
+    url = write_run_report(lake.lake(), context.partition_key)
     link = dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url)
     return dg.MaterializeResult(metadata={"report": link})
+
+
+@dg.asset(key=["fleet_view"], deps=[report], group_name="marts", kinds={"html"})
+def fleet_view(lake: LakeResource) -> dg.MaterializeResult:
+    """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory) with each run's
+    change against the previous one and regressions flagged: ``LAKE/reports/index.html``."""
+    url = write_fleet_view(lake.lake())
+    link = dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url)
+    return dg.MaterializeResult(metadata={"fleet_view": link})

@@ -8,6 +8,19 @@
 -- matched_ranks < expected_ranks flags it (check collectives__all_ranks_matched).
 -- grain: run_id, rank, process_group, seq
 -- source: TraceLens NcclAnalyser (nccl_analyser.py); ANCHORS.md §4
+-- column: name: collective name
+-- column: msg_bytes: message size
+-- column: wait_ns: latest start over the matched ranks minus this rank's start
+-- column: start_skew_ns: spread of start times over ranks
+-- column: end_skew_ns: spread of end times over ranks
+-- column: algbw_gbps: algorithm bandwidth
+-- column: busbw_gbps: bus bandwidth (algbw scaled by the collective's traffic factor)
+-- column: dtype: element type
+-- column: expected_ranks: ranks in the process group
+-- column: matched_ranks: ranks where this instance was found
+-- column: comm_latency_ns: shortest duration over the matched ranks
+-- column: source: kernel or cpu_op (record_param_comms)
+-- column: seq_source: seq from the Seq arg, or by order
 with
 
 sized as (

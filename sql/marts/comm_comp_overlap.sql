@@ -6,6 +6,9 @@
 -- Mimics HTA 0.5.0 exactly: integer-µs timestamps (×1000 here) and HTA's window (see int_hta_window).
 -- grain: run_id, trace_id
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/communication_analysis.py::get_comm_comp_overlap; see ANCHORS.md §2.3
+-- column: overlap_ns: communication time under computation
+-- column: communication_ns: merged communication-kernel time
+-- column: overlap_ratio: overlap_ns / communication_ns
 with
 
 overlap as (

@@ -4,6 +4,13 @@
 -- (see int_tb_comm_ranges and int_tb_comm_unions; tb_view_enabled false = tb_plugin would not have shown this table).
 -- grain: run_id, trace_id, name
 -- source: torch-tb-profiler 0.4.3 communication.py analyze_communication_nodes, run_generator.py _generate_ops_table; ANCHORS.md §3.7
+-- column: name: communication op name (nccl:all_reduce, gloo:broadcast, ...)
+-- column: total_bytes: bytes over all calls
+-- column: avg_bytes: bytes per call
+-- column: total_latency_ns: union of the op's host range and its kernels, summed
+-- column: avg_latency_ns: latency per call
+-- column: data_transfer_ns: time moving data, summed
+-- column: avg_data_transfer_ns: data transfer per call
 with
 
 calls as (

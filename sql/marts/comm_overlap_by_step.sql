@@ -4,6 +4,11 @@
 -- and communication_ns EXCLUDE their overlap, which is overlapping_ns; other_ns = the rest of the step.
 -- grain: run_id, rank, step, trace_id
 -- source: torch-tb-profiler 0.4.3 Distributed view (overall_parser.py OverallParser.aggregate, run_generator.py _generate_overlap_graph); ANCHORS.md §3.7
+-- column: computation_ns: computation not overlapped by communication
+-- column: overlapping_ns: computation and communication at once
+-- column: communication_ns: communication not overlapped by computation (exposed)
+-- column: other_ns: neither
+-- column: total_ns: the step's wall time
 with
 
 trace_roles as (

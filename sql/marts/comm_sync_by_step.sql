@@ -6,6 +6,11 @@
 -- of the step's ranges was matched across.
 -- grain: run_id, rank, step, trace_id
 -- source: torch-tb-profiler 0.4.3 Distributed "Synchronizing/Communication Overview" (communication.py analyze_communication_nodes, run_generator.py _generate_wait_graph); ANCHORS.md §3.7
+-- column: data_transfer_ns: time moving data (the minimum over ranks of each collective)
+-- column: synchronizing_ns: time waiting for other ranks
+-- column: communication_ns: union of the step's communication ranges
+-- column: ranks_in_window: ranks whose traces cover the step
+-- column: min_matched_ranks: fewest ranks any range was matched across
 with
 
 step_info as (

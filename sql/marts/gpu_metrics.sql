@@ -4,6 +4,12 @@
 -- kernel-time-weighted mean of `est. achieved occupancy %` / 100 (idle not counted). Kernels only.
 -- grain: run_id, trace_id, device
 -- source: torch-tb-profiler 0.4.3 GPU summary (gpu_metrics_parser.py calculate_gpu_utilization, calculate_approximated_sm_efficiency, calculate_occupancy); ANCHORS.md §3.5
+-- column: gpu_utilization_ratio: kernel busy time / span
+-- column: est_sm_efficiency_ratio: estimated SM efficiency
+-- column: est_achieved_occupancy_ratio: kernel-time-weighted estimated achieved occupancy
+-- column: span_start_ns: first step start
+-- column: span_end_ns: last step end
+-- column: busy_ns: union of kernel time within the span
 with
 
 span as (

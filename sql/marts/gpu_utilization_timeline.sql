@@ -5,6 +5,11 @@
 -- mean over the bucket of tb_plugin's SM-efficiency counter ranges (null for a GPU without blocks per SM).
 -- grain: run_id, trace_id, device, bucket_start_ns
 -- source: torch-tb-profiler 0.4.3 gpu_metrics_parser.py (calculate_gpu_utilization get_bucket_info, get_gpu_metrics); ANCHORS.md §3.5
+-- column: bucket_start_ns: the bucket's start
+-- column: bucket_ns: bucket length
+-- column: bucket_end_ns: the bucket's end
+-- column: gpu_utilization_ratio: kernel busy time / bucket length
+-- column: est_sm_efficiency_ratio: estimated SM efficiency in the bucket
 with
 
 profiler_span as (

@@ -10,6 +10,11 @@
 -- runtime is found by correlation id among the kept runtime calls.
 -- grain: run_id, trace_id, stream
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::get_idle_time_breakdown; see ANCHORS.md §2.3
+-- column: host_wait_ns: idle because the CPU enqueued the next event late
+-- column: kernel_wait_ns: short gaps between kernels
+-- column: other_ns: other idle gaps
+-- column: overlapping_ns: overlap of events on one stream (HTA counts it as negative kernel wait)
+-- column: event_count: events on the stream
 with
 
 launch_times as (

@@ -10,6 +10,16 @@
 -- cudaMemcpyAsync/cudaMemsetAsync; runtime_name tells the added launch kinds apart.
 -- grain: run_id, trace_id, correlation
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/cuda_kernel_analysis.py::cuda_kernel_launch_stats; see ANCHORS.md §2.3
+-- column: cpu_ts_ns: runtime call start (HTA-rounded)
+-- column: cpu_dur_ns: runtime call duration
+-- column: gpu_ts_ns: GPU event start
+-- column: gpu_dur_ns: GPU event duration
+-- column: launch_delay_ns: GPU start minus runtime call end, at least 0
+-- column: runtime_name: the launching runtime call
+-- column: gpu_cat: kernel, gpu_memcpy or gpu_memset
+-- column: exact_cpu_dur_ns: cpu_dur_ns from unrounded times
+-- column: exact_gpu_dur_ns: gpu_dur_ns from unrounded times
+-- column: exact_launch_delay_ns: launch_delay_ns from unrounded times
 with
 
 launches as (

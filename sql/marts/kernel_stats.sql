@@ -4,6 +4,9 @@
 -- kernel type. Only cat kernel rows: memcpy/memset are not kernels here.
 -- grain: run_id, trace_id, kernel_name
 -- source: torch-tb-profiler 0.4.3 kernel_parser.py, tensor_core.py; HTA 0.5.0 get_kernel_type; ANCHORS.md §3.6, §2.2
+-- column: mean_blocks_per_sm: duration-weighted mean blocks per SM
+-- column: mean_est_achieved_occupancy_ratio: duration-weighted estimated achieved occupancy
+-- column: uses_tensor_cores: the kernel's name is on tb_plugin's tensor-core list
 with
 
 kernel_rows as (

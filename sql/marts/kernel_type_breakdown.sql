@@ -8,6 +8,9 @@
 -- Mimics HTA 0.5.0 exactly: integer-µs timestamps (×1000 here) and HTA's window (see int_hta_window).
 -- grain: run_id, trace_id, kernel_type
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::_get_gpu_kernel_type_time; see ANCHORS.md §2.3
+-- column: kernel_type: the set of kernel types running at once (COMPUTATION overlapping COMMUNICATION, ...)
+-- column: total_ns: time that set was running
+-- column: ratio: share of the trace's GPU time (0-1)
 with
 
 named as (

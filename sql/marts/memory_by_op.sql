@@ -6,6 +6,12 @@
 -- six sizes and counts are all zero are left out, as in the plugin.
 -- grain: run_id, trace_id, device, op_name
 -- source: torch-tb-profiler 0.4.3 memory_parser.py::MemorySnapshot.get_memory_statistics; ANCHORS.md §3.8
+-- column: size_increase_bytes: net allocated by the op and its children
+-- column: self_size_increase_bytes: net allocated by the op itself
+-- column: allocation_count: allocations by the op and its children
+-- column: self_allocation_count: allocations by the op itself
+-- column: allocation_bytes: bytes allocated by the op and its children
+-- column: self_allocation_bytes: bytes allocated by the op itself
 with
 
 nodes as (

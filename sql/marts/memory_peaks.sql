@@ -2,6 +2,10 @@
 -- first reached its peak, and the host ProfilerStep#N range ([start, end)) holding that moment (null if none).
 -- grain: run_id, trace_id, device
 -- source: torch-tb-profiler 0.4.3 run.py::get_memory_curve (peaks = max Total Allocated); ANCHORS.md §3.8
+-- column: peak_allocated_bytes: highest allocated
+-- column: peak_reserved_bytes: highest reserved
+-- column: peak_ts_ns: when allocated first reached its peak
+-- column: peak_step: the ProfilerStep holding that moment (empty if none)
 with
 
 curve as (

@@ -2,6 +2,9 @@
 -- signed size. As torch-tb-profiler's Memory curve, only records with an Addr and both totals are points.
 -- grain: run_id, trace_id, device, event_idx
 -- source: torch-tb-profiler 0.4.3 run.py::RunProfile.get_memory_curve; ANCHORS.md §3.8
+-- column: allocated_bytes: allocated after the event
+-- column: reserved_bytes: reserved after the event
+-- column: delta_bytes: the event's signed size
 select
     run_id,
     trace_id,

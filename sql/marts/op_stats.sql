@@ -8,6 +8,10 @@
 -- correlation (else the activity's own External id).
 -- grain: run_id, trace_id, op_name
 -- source: torch.autograd.profiler_util FunctionEvent / EventList.key_averages (torch 2.x)
+-- column: cpu_total_ns: host time of the op with its children
+-- column: self_cpu_ns: host time minus its direct children
+-- column: device_total_ns: GPU time launched by the op and its descendants
+-- column: self_device_ns: GPU time launched by the op itself
 with
 
 nodes as (

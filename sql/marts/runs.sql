@@ -1,5 +1,14 @@
 -- One row per run: how many traces and ranks it holds, the job's shape, and when it ran.
 -- grain: run_id
+-- column: trace_count: trace files in the run
+-- column: ranks: distinct ranks seen
+-- column: world_size: the job's world size (distributedInfo)
+-- column: backend: nccl, gloo, ... (distributedInfo)
+-- column: device_name: the GPU model most traces name
+-- column: first_ts_ns: the earliest event of the run
+-- column: last_ts_ns: the latest event end of the run
+-- column: ingested_at: when the run was last ingested
+-- column: source_uri: the run's folder
 with
 
 traces_ok as (

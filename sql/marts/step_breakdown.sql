@@ -5,6 +5,15 @@
 -- rank are kept apart by trace_id (their ProfilerStep numbers differ; traces without ProfilerStep all have step 0).
 -- grain: run_id, rank, step, trace_id
 -- source: torch-tb-profiler 0.4.3 Overview "Step Time Breakdown" (overall_parser.py create_from_range); ANCHORS.md §3.4
+-- column: kernel_ns: step time whose top activity was kernel
+-- column: memcpy_ns: step time whose top activity was memcpy
+-- column: memset_ns: step time whose top activity was memset
+-- column: communication_ns: step time whose top activity was communication
+-- column: runtime_ns: step time whose top activity was runtime
+-- column: dataloader_ns: step time whose top activity was dataloader
+-- column: cpu_exec_ns: step time whose top activity was cpu exec
+-- column: other_ns: step time whose top activity was other
+-- column: total_ns: the step's wall time (the parts sum to it)
 with
 
 parts as (

@@ -6,6 +6,13 @@
 -- HTA's window (last ProfilerStep dropped when there are two or more); see int_hta_window.
 -- grain: run_id, trace_id
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::get_temporal_breakdown; see ANCHORS.md §2.3
+-- column: idle_ns: GPU timeline span with nothing running
+-- column: compute_ns: computation-kernel time
+-- column: non_compute_ns: communication, memory and other GPU time
+-- column: kernel_ns: the GPU timeline span (first start to last end)
+-- column: idle_ratio: idle_ns / kernel_ns
+-- column: compute_ratio: compute_ns / kernel_ns
+-- column: non_compute_ratio: non_compute_ns / kernel_ns
 with
 
 all_busy as (

@@ -46,7 +46,8 @@ def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path
     lines = done.stdout.splitlines()
     started = sorted(line.split()[2].rstrip(":") for line in lines if line.startswith("["))
     assert started == runs
-    assert lines[-1] == f"ingested {len(runs)} runs into {tmp_path / 'lake'}: ok"
+    assert lines[-2] == f"ingested {len(runs)} runs into {tmp_path / 'lake'}: ok"
+    assert lines[-1].startswith(f"reports: {tmp_path / 'lake' / 'reports' / 'index.html'} ")
     assert "leaked" not in done.stdout + done.stderr  # workers tear DuckDB down cleanly
     processes = _step_processes()
     assert sorted(processes) == runs and all(len(pids) == 1 for pids in processes.values())

@@ -22,7 +22,7 @@ def test_ingest_reports_each_runs_traces_and_analysis_tables(tmp_path: Path, sha
     assert done.code == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     for index, run_id in enumerate(("alexnet", "nccl"), 1):
-        at = lines.index(f"[{index}/2] run {run_id}: 1 traces")
+        at = lines.index(f"[{index}/2] run {run_id}: 1 trace")
         parsed, building, built = lines[at + 1 : at + 4]
         assert re.fullmatch(rf"  {run_id} rank \d+ rank-0: [\d,]+ events in \d+\.\d s", parsed), done.stdout
         assert building == f"  {run_id}: building {len(MARTS)} analysis tables"

@@ -1,21 +1,25 @@
-"""``tracelake ui`` serves the asset graph: lineage over GraphQL and a headless Chromium screenshot."""
+"""``tracelake ui`` after ``tracelake ingest``, with nothing exported: the runs the ingest recorded show (one
+default instance home), lineage is served over GraphQL, the asset graph and the runs page draw in a real headless
+Chromium, and SIGTERM stops every process the command started."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 import urllib.request
 
 import numpy as np
+import psutil
 import pytest
 
-from tests.support.png import decode_png
-from tests.support.servers import EXAMPLE_TRACES, ROOT, free_port, process_group, wait_for_http
 from pipelines.tables import RAW_TABLES
+from tests.support.browser import chromium
+from tests.support.png import decode_png
+from tests.support.servers import EXAMPLE_TRACES, ROOT, free_port, wait_for, wait_for_http
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +27,7 @@ LINEAGE = """
 { assetNodes { assetKey { path } dependencyKeys { path } groupName isPartitioned
   assetChecksOrError { ... on AssetChecks { checks { name } } } } }
 """
+RUNS = "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"
 
 
 def _graphql(port: int, query: str) -> dict:
@@ -36,41 +41,61 @@ def _graphql(port: int, query: str) -> dict:
     return body["data"]
 
 
-def _screenshot(url: str, path) -> None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium:
-        pytest.skip("chromium is not installed (.ci/run installs it)")
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--window-size=1400,900",
-             f"--screenshot={path}", url],
-            check=True, capture_output=True, timeout=120,
-        )
+def test_ui_shows_ingested_runs_and_lineage_and_stops_on_sigterm(tmp_path):
+    # A user's machine: HOME of its own, no DAGSTER_HOME or TRACELAKE_* exported.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "TRACELAKE_"))}
+    env |= {"HOME": str(tmp_path / "user"), "PYTHONPATH": str(ROOT), "TRACELAKE_LAKE": str(tmp_path / "not-this")}
+    lake, source = tmp_path / "lake", tmp_path / "traces"
+    shutil.copytree(EXAMPLE_TRACES / "rocm_mi250", source / "rocm_mi250")
+    cli = [sys.executable, "-m", "tracelake.cli"]
+    ingest = subprocess.run([*cli, "ingest", str(source), "--lake", str(lake)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+    assert (tmp_path / "user" / ".tracelake" / "dagster").is_dir()  # the default home named in the README
 
-
-def test_ui_serves_lineage_and_draws_the_asset_graph(example_lake, tmp_path):
     port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "tracelake.cli", "ui", "--lake", str(example_lake),
-               "--source", str(EXAMPLE_TRACES), "--port", str(port)]
-    with process_group(command, env=env, log=tmp_path / "ui.log"):
-        wait_for_http(f"http://127.0.0.1:{port}/server_info", timeout=90)
+    with (tmp_path / "ui.log").open("wb") as log:
+        ui = subprocess.Popen([*cli, "ui", "--lake", str(lake), "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/server_info", timeout=120)
         nodes = _graphql(port, LINEAGE)["assetNodes"]
-        _graphql(port, "mutation { setNuxSeen }")  # the first-visit modal would cover the graph
-        _screenshot(f"http://127.0.0.1:{port}/asset-groups", tmp_path / "graph.png")
+        runs = _graphql(port, RUNS)["runsOrError"]["results"]
+        _graphql(port, "mutation { setNuxSeen }")  # the first-visit modal would cover the pages
+        with chromium() as browser:
+            shots = {}
+            for name, path, drawn in (("graph", "/asset-groups", "marts"), ("runs", "/runs", "rocm_mi250")):
+                with browser.page() as page:
+                    page.goto(f"http://127.0.0.1:{port}{path}", width=1400, height=900)
+                    wait_for(lambda: drawn in page.evaluate("document.body.innerText"),  # noqa: B023 (used at once)
+                             timeout=60, interval=0.5, what=f"the {name} page to draw")
+                    shots[name] = (page.evaluate("document.body.innerText"),
+                                   decode_png(page.screenshot(tmp_path / f"{name}.png", full_page=False)))
+        children = psutil.Process(ui.pid).children(recursive=True)
+        assert children, "tracelake ui started no dagster processes"
+        ui.send_signal(signal.SIGTERM)
+        assert ui.wait(timeout=60) == 0
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert not alive, f"left running after SIGTERM: {[p.cmdline() for p in alive]}"
+    finally:
+        if ui.poll() is None:
+            ui.kill()
 
+    assert f"lake {lake}" in (tmp_path / "ui.log").read_text()  # --lake wins over TRACELAKE_LAKE
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes}
     assert {f"raw/{t}" for t in RAW_TABLES} <= set(by_key)
-    runs = by_key["marts/runs"]
-    assert {"/".join(d["path"]) for d in runs["dependencyKeys"]} >= {"raw/traces", "raw/devices"}
-    assert {n["groupName"] for n in nodes} >= {"raw", "marts"}
-    assert all(n["isPartitioned"] for n in nodes)
-    assert {c["name"] for c in runs["assetChecksOrError"]["checks"]} >= {"grain_unique"}
+    assert {"report", "fleet_view"} <= set(by_key)
+    runs_mart = by_key["marts/runs"]
+    assert {"/".join(d["path"]) for d in runs_mart["dependencyKeys"]} >= {"raw/traces", "raw/devices"}
+    assert {c["name"] for c in runs_mart["assetChecksOrError"]["checks"]} >= {"grain_unique"}
+    partitions = [t["value"] for r in runs for t in r["tags"] if t["key"] == "dagster/partition"]
+    assert partitions == ["rocm_mi250"] and runs[0]["status"] == "SUCCESS"
 
-    pixels = decode_png((tmp_path / "graph.png").read_bytes())
-    assert pixels.shape[:2] == (900, 1400)
-    gray = pixels[..., :3].astype(float).mean(axis=2)
-    assert gray.std() > 10, "the screenshot is blank"
-    assert len(np.unique(pixels[..., :3].reshape(-1, 3), axis=0)) > 50, "the screenshot has too few colors to be a graph"
+    runs_text, runs_png = shots["runs"]
+    assert "rocm_mi250" in runs_text and "Success" in runs_text
+    graph_text, graph_png = shots["graph"]
+    assert "marts" in graph_text and "raw" in graph_text, graph_text
+    for pixels in (runs_png, graph_png):
+        assert pixels.shape[:2] == (900, 1400)
+        assert pixels[..., :3].astype(float).mean(axis=2).std() > 10, "the screenshot is blank"
+    assert len(np.unique(graph_png[..., :3].reshape(-1, 3), axis=0)) > 50, "too few colours to be a graph"

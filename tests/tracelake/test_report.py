@@ -1,59 +1,116 @@
-"""Each run's HTML report: written by ingest next to the lake, self-contained, with its charts, linked from Dagster."""
+"""Each run's HTML report: written by ingest next to the lake, checked in a real headless Chromium (text, chart
+sizes, no overflow, a screenshot that is not blank), with the run's numbers in its charts; linked from Dagster."""
 
 from __future__ import annotations
 
 import re
+from html import escape
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
+import pytest
 
 from dagster_project.assets.marts import marts
 from dagster_project.assets.raw import raw_tables
 from dagster_project.assets.report import report
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
+from tests.support.browser import LAYOUT, chromium
+from tests.support.png import decode_png
 from tests.support.servers import EXAMPLE_TRACES
+from tracelake import open_lake
+from transforms.charts import CATEGORY_COLORS
+from transforms.report import PERFETTO_URL
+from transforms.units import format_ns
 
-SECTIONS = ("Run", "Step time breakdown per rank", "Computation, communication and overlap per rank",
-            "Memory allocated over time", "Top 15 kernels by total time")
-MARTS_DIR = Path(__file__).resolve().parents[2] / "sql" / "marts"
+RUNS = ("cpu_mlp", "nccl_rank0_of_2", "rocm_mi250", "simple_add")
+WIDTH = 1280
 
 
 def _report(lake: Path, run_id: str) -> str:
     return (lake / "reports" / f"{run_id}.html").read_text()
 
 
+def _section(html: str, anchor: str) -> str:
+    return html.split(f'<section id="{anchor}">')[1].split("</section>")[0]
+
+
 def test_every_run_gets_a_self_contained_report(example_lake):
-    assert sorted(p.name for p in (example_lake / "reports").iterdir()) == [
-        "cpu_mlp.html", "nccl_rank0_of_2.html", "rocm_mi250.html", "simple_add.html"]
-    for path in (example_lake / "reports").iterdir():
-        html = path.read_text()
-        assert [s for s in SECTIONS if f"<h2>{s}" in html] == list(SECTIONS)
-        assert "<script" not in html and "<link" not in html  # nothing fetched: no internet where reports are read
-        assert set(re.findall(r"https?://[^\"' >]+", html)) <= {"http://www.w3.org/2000/svg"}
+    assert sorted(p.name for p in (example_lake / "reports").iterdir()) == sorted(
+        [f"{r}.html" for r in RUNS] + ["index.html"])
+    for run_id in RUNS:
+        html = _report(example_lake, run_id)
+        assert "<script src" not in html and "<link" not in html  # nothing fetched: reports are read offline
+        urls = set(re.findall(r"https?://[^\"' >)]+", html))
+        assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink", PERFETTO_URL}, urls
 
 
-def test_report_charts_hold_the_runs_numbers(example_lake):
-    gpu = _report(example_lake, "nccl_rank0_of_2")
-    bars = re.findall(r"<title>time: ([^<]+)</title>", gpu)
-    assert len(bars) == 15
-    assert "ncclKernel_AllReduce_RING_LL_Sum_float" in gpu.split("Top 15 kernels")[1].split("<rect")[0]
-    assert "<td>NVIDIA A100-PG509-200</td>" in gpu
-    assert "no memory events" in gpu
-
-    cpu = _report(example_lake, "cpu_mlp")
-    curve = re.search(r'<path d="M([^"]+)"[^>]*><title>rank 0 CPU</title>', cpu)
-    assert curve and curve.group(1).count("H") > 10  # a step line through the allocator events
-    assert "no GPU kernels in this run" in cpu
-
-
-def test_report_draws_step_and_overlap_marts_when_they_exist(example_lake):
+def test_charts_hold_the_runs_numbers_in_one_unit_per_axis(example_lake):
     html = _report(example_lake, "nccl_rank0_of_2")
-    for mart, rank_bar in (("step_breakdown", "Step time breakdown"), ("comm_overlap_by_step", "Computation, communication")):
-        section = html.split(f"<h2>{rank_bar}")[1].split("<h2>")[0]
-        if (MARTS_DIR / f"{mart}.sql").exists():
-            assert ">rank 0</text>" in section
-        else:
-            assert f"{mart} is not in this lake yet" in section
+    con = open_lake(str(example_lake))
+    kernel_ns, communication_ns = con.execute(
+        "select avg(kernel_ns), avg(communication_ns) from step_breakdown where run_id = 'nccl_rank0_of_2'").fetchone()
+    steps = _section(html, "steps")
+    assert re.search(r"mean time per step \((µs|ms|s)\)", steps), "the axis is titled with its unit"
+    assert f"<title>rank 0 · kernel: {format_ns(kernel_ns)}</title>" in steps  # each segment's value, on hover
+    assert communication_ns > 0
+
+    # communication has one colour in every chart that shows it
+    for anchor in ("steps", "overlap"):
+        fills = re.findall(r'aria-label="rank \d+ · communication: [^"]*"[^>]*fill="(#[0-9a-f]{6})"',
+                           _section(html, anchor))
+        assert fills and set(fills) == {CATEGORY_COLORS["communication"]}, anchor
+
+    kernels = _section(html, "kernels")
+    full_name = con.execute("select kernel_name from kernel_stats where run_id = 'nccl_rank0_of_2' "
+                            "order by total_ns desc limit 1").fetchone()[0]
+    assert len(full_name) > 48
+    assert f"<title>#1 {escape(full_name)}: " in kernels  # hovering the bar shows the whole name
+    assert f"<td>{escape(full_name)}</td>" in kernels  # and so does the table beside the chart
+
+
+@pytest.mark.slow
+def test_reports_render_in_chromium_without_overflow(example_lake, tmp_path):
+    expectations = {
+        "nccl_rank0_of_2": ["NVIDIA A100-PG509-200", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long,",
+                            "GPU0", "Open in Perfetto"],
+        "cpu_mlp": ["peak", "rank 0 CPU", "aten::addmm"],
+        "simple_add": ["no ProfilerStep markers", "Time per rank (no steps)"],
+        "rocm_mi250": ["AMD Radeon Graphics", "GPU utilization"],
+    }
+    with chromium() as browser:
+        for run_id, texts in expectations.items():
+            with browser.page() as page:
+                page.goto((example_lake / "reports" / f"{run_id}.html").as_uri(), width=WIDTH)
+                layout = page.evaluate(LAYOUT)
+                png = page.screenshot(tmp_path / f"{run_id}.png")
+            headings = layout["headings"]
+            assert headings[0] == "Run" and headings[-1] == "Traces", headings
+            for text in texts:
+                assert text in layout["text"], (run_id, text)
+            assert "None" not in layout["text"].split() and "nan" not in layout["text"].split()
+            assert not re.search(r"\b1\d{18}\b", layout["text"]), "a raw ns timestamp is shown"
+            assert layout["scrollWidth"] <= layout["clientWidth"], "the page scrolls sideways"
+            assert layout["overflowing"] == [], layout["overflowing"]
+            assert layout["charts"], run_id
+            for chart in layout["charts"]:
+                assert chart["width"] >= 400 and chart["height"] >= 60, chart
+                assert chart["right"] <= layout["clientWidth"], chart
+            pixels = decode_png(png)
+            assert pixels.shape[1] == layout["clientWidth"] and pixels.shape[0] > 900  # the whole page, no sideways part
+            gray = pixels[..., :3].astype(float).mean(axis=2)
+            assert gray.std() > 10, "the screenshot is blank"
+            assert len(np.unique(pixels[..., :3].reshape(-1, 3), axis=0)) > 50, "too few colours for charts"
+
+
+def test_report_leads_with_recommendations_and_stragglers_when_they_exist(example_lake):
+    con = open_lake(str(example_lake))
+    tables = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
+    html = _report(example_lake, "nccl_rank0_of_2")
+    order = re.findall(r'<section id="([a-z]+)">', html)
+    expected = [a for a, t in (("recommendations", "recommendations"), ("stragglers", "stragglers")) if t in tables]
+    assert order[: len(expected)] == expected
+    assert order[len(expected)] == "run"
 
 
 def test_report_materialization_links_the_file(tmp_path):

@@ -1,0 +1,85 @@
+"""``tracelake runs`` and ``tracelake tables``: what a lake holds and what its tables mean."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelake.output import print_table, write_result
+from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence, unit_of
+
+RUNS_QUERY = """
+    select run_id, trace_count as traces, ranks, world_size, backend, device_name as device,
+           first_ts_ns as started_ns, last_ts_ns - first_ts_ns as span_ns
+    from runs order by first_ts_ns, run_id
+"""
+
+
+def list_runs(
+    lake_url: str, *, options: dict[str, Any] | None = None, catalog: str | None = None, fmt: str = "table"
+) -> int:
+    """Print the lake's runs (id, traces, ranks, device, when); returns the exit code."""
+    from tracelake.query import run_query
+
+    columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
+    write_result(columns, rows, fmt)
+    return 0
+
+
+def _lake_columns(
+    lake_url: str | None, options: dict[str, Any] | None, catalog: str | None
+) -> dict[str, list[str]]:
+    """Each table's columns as the lake holds them (empty without a lake)."""
+    if lake_url is None:
+        return {}
+    from tracelake.query import run_query
+
+    _, rows = run_query("select table_name, column_name from duckdb_columns() where database_name = 'lake' "
+                        "order by table_name, column_index", lake_url, options=options, catalog=catalog)
+    columns: dict[str, list[str]] = {}
+    for table, column in rows:
+        columns.setdefault(table, []).append(column)
+    return columns
+
+
+def _describe(doc: TableDoc | None, name: str, columns: list[str], fmt: str, *, lake: bool) -> None:
+    rows = [(c, unit_of(c), column_doc(doc, c)) for c in columns]
+    if fmt != "table":
+        write_result(["column", "unit", "meaning"], rows, fmt)
+        return
+    if doc:
+        print(f"{name} ({doc.layer}): {doc.summary}")
+        if doc.source:
+            print(f"definition follows: {doc.source}")
+        print()
+    print_table(["column", "unit", "meaning"], rows, footer=False)
+    if not lake:
+        print("(documented columns; with --lake LAKE, every column the lake holds)")
+
+
+def show_tables(
+    table: str | None,
+    *,
+    lake_url: str | None = None,
+    options: dict[str, Any] | None = None,
+    catalog: str | None = None,
+    fmt: str = "table",
+) -> int:
+    """Print every table with its one-line meaning and the guide, or one table's columns with units and meanings."""
+    docs = all_docs()
+    in_lake = _lake_columns(lake_url, options, catalog)
+    if table is None:
+        names = sorted(set(docs) | set(in_lake), key=lambda n: (docs[n].layer if n in docs else "raw", n))
+        rows = [(n, docs[n].layer if n in docs else "", first_sentence(docs[n].summary, 110) if n in docs else "")
+                for n in names]
+        write_result(["table", "layer", "one row per / what it holds"], rows, fmt)
+        if fmt == "table":
+            print(f"\n{GUIDE}\nOne table's columns, units and meaning: tracelake tables TABLE")
+        return 0
+    if table not in docs and table not in in_lake:
+        print(f"tracelake tables: no table {table!r}; known: {', '.join(sorted(docs))}")
+        return 2
+    doc = docs.get(table)
+    columns = in_lake.get(table) or list(dict.fromkeys(["run_id", *(doc.grain if doc else ()), "rank",
+                                                        *(doc.columns if doc else {})]))
+    _describe(doc, table, columns, fmt, lake=table in in_lake)
+    return 0

@@ -1,0 +1,73 @@
+"""Human-readable units for the lake's columns, chosen by the column-name suffix (``*_ns``, ``*_bytes``, ``*_ratio``).
+
+Tables keep exact integers (ns, bytes); these are for display only: reports, charts and ``--format table``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+_DURATIONS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+_SIZES = (("GiB", float(1 << 30)), ("MiB", float(1 << 20)), ("KiB", float(1 << 10)), ("B", 1.0))
+# A timestamp column holds absolute Unix ns; anything after 2001 in ns is far above any duration a trace holds.
+_UNIX_NS_FLOOR = 10**18
+
+
+def duration_unit(max_ns: float) -> tuple[str, float]:
+    """The unit (and ns per unit) that shows ``max_ns`` with 1-3 digits before the point: one unit per chart axis."""
+    return next(((u, s) for u, s in _DURATIONS if abs(max_ns) >= s), _DURATIONS[-1])
+
+
+def size_unit(max_bytes: float) -> tuple[str, float]:
+    """The binary unit (and bytes per unit) for an axis whose largest value is ``max_bytes``."""
+    return next(((u, s) for u, s in _SIZES if abs(max_bytes) >= s), _SIZES[-1])
+
+
+def format_ns(value: float) -> str:
+    """Nanoseconds as a short human duration: ``1.25 ms``, ``812 ns``."""
+    unit, scale = duration_unit(value)
+    return f"{value:.0f} ns" if unit == "ns" else f"{value / scale:.3g} {unit}"
+
+
+def format_bytes(value: float) -> str:
+    """Bytes as a short binary size: ``1.5 GiB``, ``312 B``."""
+    unit, scale = size_unit(value)
+    return f"{value:.0f} B" if unit == "B" else f"{value / scale:.3g} {unit}"
+
+
+def format_ratio(value: float) -> str:
+    """A ratio in [0, 1] as a percentage: ``37.5 %``."""
+    return f"{100 * value:.3g} %"
+
+
+def format_timestamp_ns(value: int) -> str:
+    """Absolute Unix ns as UTC date and time to the millisecond."""
+    moment = dt.datetime.fromtimestamp(value / 1e9, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def format_value(column: str, value: Any) -> str:
+    """One cell for people: units by the column's suffix, ``—`` for a missing value, timestamps as dates."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if isinstance(value, int | float):
+        if column.endswith("_ns"):
+            return format_timestamp_ns(int(value)) if value >= _UNIX_NS_FLOOR else format_ns(value)
+        if column.endswith("_bytes"):
+            return format_bytes(value)
+        if column.endswith("_ratio"):
+            return format_ratio(value)
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return f"{value:,}"
+    return str(value)
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 run``, ``3 runs``, ``2 analyses`` (with ``plural_form``)."""
+    return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
