@@ -7,6 +7,7 @@ import functools
 import gc
 import logging
 import multiprocessing
+import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass

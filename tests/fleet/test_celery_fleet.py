@@ -9,7 +9,6 @@ Everything runs from tracelake installed from its wheel (tests/support/installed
 from __future__ import annotations
 
 import shutil
-from collections import defaultdict
 from pathlib import Path
 
 import dagster as dg
@@ -17,7 +16,7 @@ import pytest
 from celery import Celery
 
 from tests.support.databases import PostgresServer, RedisServer
-from tests.support.fleet import WORKER_METADATA, Fleet, run_fleet, worker_hostname
+from tests.support.fleet import WORKER_METADATA, run_fleet, worker_hostname
 from tests.support.installed import InstalledVenv
 from tests.support.s3 import S3Server
 from tests.support.servers import wait_for

@@ -12,7 +12,6 @@ from transforms.models import discover_models
 from transforms.pipeline import ingest_run
 from transforms.runner import MartResult, register_run_tables
 
-from tests.conftest import SHARED_TRACES as TRACES
 
 
 def build_lake(source: Path, lake_dir: Path, marts: set[str]) -> tuple[Lake, dict[str, list[MartResult]]]:

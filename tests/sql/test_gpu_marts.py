@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from tests.conftest import SHARED_TRACES as TRACES  # noqa: E402
 from gpu_marts_helpers import (  # noqa: E402
-    TRACES, build_lake, close, query_model, read_mart, tb_kernel_stat, tb_memory,
+    build_lake, close, query_model, read_mart, tb_kernel_stat, tb_memory,
 )
 
 GPU_MARTS = {"kernel_stats", "op_stats", "memory_timeline", "memory_by_op", "memory_peaks"}

@@ -15,7 +15,6 @@ import re
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from pipelines.lake import Lake

@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from pipelines.identity import trace_id_for
