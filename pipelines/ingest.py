@@ -13,7 +13,6 @@ import pickle
 import posixpath
 import secrets
 import shutil
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -27,6 +26,7 @@ from pipelines.lake import Lake
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import small_statements, write_rows
+from pipelines.scratch import scratch_dir
 from pipelines.sources import RunSource
 from pipelines.storage import filesystem
 
@@ -221,8 +221,8 @@ def stage_trace(
     """
     started = time.perf_counter()
     staging = staging_url(lake, trace.run_id, version)
-    with tempfile.TemporaryDirectory(prefix="tracelake-parse-") as tmp:
-        parsed = _parse(trace, source_options, Path(tmp), settings or ParseSettings())
+    with scratch_dir("parse") as tmp:
+        parsed = _parse(trace, source_options, tmp, settings or ParseSettings())
         rows = _row_counts(parsed.table_files)
         files = {}
         for table, local in parsed.table_files.items():  # failed traces too: empty files keep each table's schema
@@ -242,12 +242,12 @@ def stage_run_tables(run: RunSource, lake: Lake, version: str, staged: list[Stag
             files[table].append(url)
             row_counts[table] += item.row_counts[table]
     staging = staging_url(lake, run.run_id, version)
-    with tempfile.TemporaryDirectory(prefix="tracelake-run-") as tmp:
+    with scratch_dir("run") as tmp:
         for table, columns, rows in (
             ("traces", TRACES_COLUMNS, _trace_rows(run, traces, issues)),
             ("quality_issues", QUALITY_COLUMNS, quality_rows(issues)),
         ):
-            local = Path(tmp) / f"{table}.parquet"
+            local = tmp / f"{table}.parquet"
             write_rows(local, columns, rows)
             files[table].append(posixpath.join(staging, table, "run.parquet"))
             _put(lake, local, files[table][-1])

@@ -25,13 +25,12 @@ import duckdb
 
 from pipelines.extensions import load_extensions
 from pipelines.rows import sql_path
-from pipelines.storage import filesystem, full_url, is_local, storage_options_for
+from pipelines.storage import HTTP_TIMEOUT_S, filesystem, full_url, is_local, storage_options_for
 
 LAYERS = ("raw", "marts")
 ALIAS = "lake"  # the name the lake is attached under in every connection
 CATALOG_FILE = "catalog.sqlite"
 LEGACY_MANIFESTS = "_manifests"  # the layout before DuckLake (tracelake 0.1)
-HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
 
 
 class LakeError(RuntimeError):
@@ -164,7 +163,8 @@ class Lake:
             config["memory_limit"] = memory_limit
         con = duckdb.connect(config=config)
         load_extensions(con)
-        con.execute(f"set http_timeout = {HTTP_TIMEOUT_S * 1000}")  # ms: an endpoint that never answers fails
+        con.execute(f"set http_timeout = {HTTP_TIMEOUT_S}")  # an endpoint that never answers fails, not hangs
+        con.execute("set http_retries = 1")
         if not self.local:
             con.execute(_s3_secret(self.url, self.options))
         options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]

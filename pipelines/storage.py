@@ -9,6 +9,9 @@ from typing import Any
 import fsspec
 from fsspec.core import url_to_fs
 
+HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
+"""Connect and read timeout of every object-store request, in seconds."""
+
 
 def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return fsspec options for ``url``: explicit ``options`` win over the AWS environment.
@@ -25,6 +28,12 @@ def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict
             client_kwargs["endpoint_url"] = endpoint
         if client_kwargs:
             merged["client_kwargs"] = client_kwargs
+        # An endpoint that accepts connections and never answers must fail, not hang for minutes.
+        config = dict(merged.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", HTTP_TIMEOUT_S)
+        config.setdefault("read_timeout", HTTP_TIMEOUT_S)
+        config.setdefault("retries", {"max_attempts": 2})
+        merged["config_kwargs"] = config
     return merged
 
 

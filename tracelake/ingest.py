@@ -23,6 +23,7 @@ from dagster_project.partitions import trace_runs
 from dagster_project.progress import progress_log
 from dagster_project.resources import OPTIONS_VARIABLE, IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.lake import Lake
+from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
 from tracelake.home import dagster_home
@@ -150,6 +151,8 @@ def ingest(
         os.environ[OPTIONS_VARIABLE] = orjson.dumps(storage_options).decode()  # inherited by --jobs workers
     lake = Lake(lake_url, storage_options, catalog)  # fails here, once, on a lake that cannot be opened
     lake.check_layout()
+    for leftover in sweep_dead_scratch():
+        print(f"removed {leftover}, left by an ingest that was killed", flush=True)
     target = _Target(source_url, lake.url, catalog or "", parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:

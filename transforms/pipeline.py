@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -22,6 +22,7 @@ from pipelines.identity import TraceFile
 from pipelines.ingest import StagedRun, StagedTrace, discard_staging, new_version, stage_run_tables, stage_trace
 from pipelines.lake import Lake
 from pipelines.parse import ParsedTrace, ParseSettings
+from pipelines.scratch import scratch_dir
 from pipelines.sources import RunSource
 from pipelines.watch import fingerprint
 from transforms.runner import MARTS_MEMORY_LIMIT, MartResult, build_marts, register_run_tables
@@ -54,9 +55,9 @@ def _mart_sources(marts: list[MartResult]) -> dict[str, str]:
     return {f"marts.{m.name}": f"select * exclude (run_id) from {m.name}" for m in marts}
 
 
-def _building(lake: Lake, settings: MartSettings, tmp: str) -> duckdb.DuckDBPyConnection:
+def _building(lake: Lake, settings: MartSettings, tmp: Path) -> duckdb.DuckDBPyConnection:
     con = lake.connect(threads=settings.threads, memory_limit=settings.memory_limit)
-    con.execute("set temp_directory = $dir", {"dir": os.path.join(tmp, "spill")})
+    con.execute("set temp_directory = $dir", {"dir": str(tmp / "spill")})
     return con
 
 
@@ -69,7 +70,7 @@ def commit_staged_run(
     """
     settings = settings or MartSettings()
     run_id = staged.run.run_id
-    with tempfile.TemporaryDirectory(prefix="tracelake-marts-") as tmp, _building(lake, settings, tmp) as con:
+    with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
         register_run_tables(con, run_id, staged.files)
         marts = build_marts(con, select=select)
         sources = {f"raw.{table}": f"select * exclude (run_id) from {table}" for table in staged.files}
@@ -85,7 +86,7 @@ def rebuild_marts(
 ) -> CommittedRun:
     """Build the marts again over the run's committed raw tables and commit them (the raw tables stay as they are)."""
     settings = settings or MartSettings()
-    with tempfile.TemporaryDirectory(prefix="tracelake-marts-") as tmp, _building(lake, settings, tmp) as con:
+    with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
         register_run_tables(con, run_id)
         marts = build_marts(con, select=select)
         commit = replace_run(con, run_id, _mart_sources(marts), info={"marts_only": True})

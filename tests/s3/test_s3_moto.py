@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import sqlite3
+import zlib
+from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
@@ -153,6 +157,24 @@ def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source
     assert scanned
     for path in scanned:
         assert secret.encode() not in path.read_bytes(), path
+    stored = _dagster_values(home)
+    assert any(b"storage_options_json" in value for value in stored)  # the resource's config was stored, decoded
+    assert not [value[:200] for value in stored if secret.encode() in value]
+
+
+def _dagster_values(home: Path) -> list[bytes]:
+    """Every value in the instance's SQLite databases (runs, job snapshots, event logs), zlib blobs inflated."""
+    values = []
+    for path in home.rglob("*.db"):
+        with sqlite3.connect(path) as db:
+            for (table,) in db.execute("select name from sqlite_master where type = 'table'").fetchall():
+                for row in db.execute(f'select * from "{table}"'):
+                    for value in row:
+                        raw = value if isinstance(value, bytes) else str(value).encode()
+                        with contextlib.suppress(zlib.error):
+                            raw = zlib.decompress(raw)
+                        values.append(raw)
+    return values
 
 
 def _closed_port() -> int:

@@ -1,0 +1,57 @@
+"""An object store that accepts connections and never answers: commands fail with a clear line instead of hanging."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A loopback TCP server that accepts every connection and never sends a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for connection in held:
+        connection.close()
+    server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["sql", "ingest"])
+def test_a_silent_endpoint_times_out_with_one_clear_line(silent_endpoint, tmp_path, command) -> None:
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": silent_endpoint,
+           "TRACELAKE_HTTP_TIMEOUT_S": "2", "TRACELAKE_CATALOG": str(tmp_path / "catalog.sqlite")}
+    args = (["sql", "select count(*) from kernels", "--lake", str(tmp_path / "lake")] if command == "sql"
+            else ["ingest", "s3://silent/traces", "--lake", str(tmp_path / "lake")])
+    if command == "sql":  # a lake whose data is on the silent store: the catalog answers, the data never does
+        args[3] = "s3://silent/lake"
+        subprocess.run([sys.executable, "-c", "from pipelines.lake import Lake; Lake('s3://silent/lake').connect()"],
+                       env=env, check=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "tracelake.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "127.0.0.1" in done.stderr or "timed out" in done.stderr.lower() or "timeout" in done.stderr.lower()
