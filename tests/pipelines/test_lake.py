@@ -191,3 +191,25 @@ def test_a_legacy_lake_is_refused_then_migrated(tmp_path, versions) -> None:
     assert con.execute("select count(*) from kernel_stats").fetchone() == (3,)
     assert not (legacy / "_manifests").exists()
     assert sorted(p.name for p in legacy.rglob("*.parquet") if p.name.startswith("v1-")) == []
+
+
+def test_maintenance_job_sweeps_what_killed_ingests_left(tmp_path, versions) -> None:
+    """Staged files and orphaned data files older than the leftover age go; committed data stays (Dagster's job)."""
+    from dagster_project.definitions import defs
+    from dagster_project.resources import LakeResource
+
+    lake = Lake(str(tmp_path / "lake"))
+    (run,) = discover_runs(str(versions["a"]))
+    ingest_run(run, lake, mart_settings=MartSettings(threads=1))
+    before = open_lake(lake.url).execute("select count(*) from kernels").fetchone()
+    stale = time.time() - 3 * 86400
+    leftovers = [Path(lake.url, "_staging", "0123456789abcdef", "20240101T000000-dead", "kernels", "x.parquet"),
+                 Path(lake.url, "raw", "kernels", f"run_id={RUN}", "ducklake-killed.parquet")]
+    for path in leftovers:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        duckdb.sql(f"copy (select '{RUN}' as run_id, 1 as x) to '{path}'")
+        os.utime(path, (stale, stale))
+    job = defs.resolve_job_def("maintain_lake_job")
+    assert job.execute_in_process(resources={"lake": LakeResource(url=lake.url)}).success
+    assert not any(path.exists() for path in leftovers)
+    assert open_lake(lake.url).execute("select count(*) from kernels").fetchone() == before
