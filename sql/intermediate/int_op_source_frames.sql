@@ -3,6 +3,8 @@
 -- `nn.Module: Name_N` and `<built-in ...>` entries are not frames). The stack is the op's `Call stack` arg where
 -- the trace has one (innermost entry first: 2021 traces, and torch 2.x with the verbose experimental config);
 -- otherwise the python_function ranges of `with_stack=True` on the op's thread that enclose the op's start.
+-- Backward ops take the frame of the forward op they differentiate (torch's _set_backward_stacktraces; the link is
+-- the fwdbwd flow from the forward op to the backward function), so backward time lands on the forward line.
 -- Library frames: paths starting `torch/` (torch strips the sys.path prefix from file names) or holding
 -- `site-packages/torch/`; stdlib modules (int_python_stdlib_modules) by their first path component, or absolute
 -- paths under `lib/pythonX.Y/` outside site-packages; `<frozen ...>`-like names. A user file named like a stdlib
@@ -75,7 +77,7 @@ probes as (
     select trace_id, pid, tid, event_idx, ts_ns
     from cpu_ops
     semi join (select distinct trace_id, pid, tid from ranges) using (trace_id, pid, tid)
-    anti join from_call_stack using (trace_id, event_idx)
+    where call_stack is null or call_stack = ''
 ),
 
 edges as (
@@ -116,10 +118,76 @@ from_python as (
     join ranges
         on ranges.trace_id = innermost.trace_id
         and ranges.event_idx = innermost.range_idx
+),
+
+own_frames as (
+    select trace_id, event_idx, frame, 'call_stack' as origin from from_call_stack
+    union all
+    select trace_id, event_idx, frame, 'python_function' as origin from from_python
+),
+
+-- A fwdbwd flow runs from a forward op to the backward function (autograd node) that differentiates it; each end
+-- binds to the op starting at the flow's time on its thread (the outermost one on a tie).
+flow_ends as (
+    select flows.trace_id, flows.flow_id, flows.ph, ops.event_idx
+    from flows
+    join cpu_ops as ops
+        on ops.trace_id = flows.trace_id
+        and ops.pid = flows.pid
+        and ops.tid = flows.tid
+        and ops.ts_ns = flows.ts_ns
+    where flows.cat = 'fwdbwd'
+    qualify row_number() over (partition by flows.trace_id, flows.event_idx order by ops.dur_ns desc) = 1
+),
+
+backward_functions as (
+    select backward.trace_id, backward.event_idx, forward.event_idx as forward_idx
+    from flow_ends as backward
+    join flow_ends as forward
+        on forward.trace_id = backward.trace_id
+        and forward.flow_id = backward.flow_id
+        and forward.ph = 's'
+    where backward.ph = 'f'
+),
+
+-- Each node of the torch op tree inside a backward function's subtree (positions pos .. last_pos on its thread):
+-- the last backward function starting at or before it, if that one still encloses it.
+backward_subtrees as (
+    select
+        tree.trace_id,
+        tree.event_idx,
+        tree.pos,
+        last_value(
+            if(backward.event_idx is null, null, {'last_pos': tree.last_pos, 'forward_idx': backward.forward_idx})
+            ignore nulls
+        ) over (partition by tree.thread_no order by tree.pos rows unbounded preceding) as enclosing
+    from int_op_tree as tree
+    left join backward_functions as backward using (trace_id, event_idx)
+    where tree.tree = 'torch'
+),
+
+under_backward as (
+    select trace_id, event_idx, enclosing.forward_idx
+    from backward_subtrees
+    where enclosing.last_pos >= pos
+),
+
+-- As torch's EventList._set_backward_stacktraces: ops under a backward function take the stack of the forward op.
+frames as (
+    select
+        ops.trace_id,
+        ops.event_idx,
+        if(backward.event_idx is null, own.frame, forward.frame) as frame,
+        if(backward.event_idx is null, own.origin, forward.origin) as origin,
+        backward.event_idx is not null as from_forward_op
+    from cpu_ops as ops
+    left join under_backward as backward using (trace_id, event_idx)
+    left join own_frames as own using (trace_id, event_idx)
+    left join own_frames as forward
+        on forward.trace_id = backward.trace_id
+        and forward.event_idx = backward.forward_idx
 )
 
-select trace_id, event_idx, frame.source_file, frame.source_line, frame.function, 'call_stack' as origin
-from from_call_stack
-union all
-select trace_id, event_idx, frame.source_file, frame.source_line, frame.function, 'python_function' as origin
-from from_python
+select trace_id, event_idx, frame.source_file, frame.source_line, frame.function, origin, from_forward_op
+from frames
+where frame is not null

@@ -67,3 +67,100 @@ def test_op_stats_by_shape_match_key_averages(shapes_run) -> None:
         assert close(row["total_cpu_ns"] / 1000, ref.cpu_time_total), (key, row["total_cpu_ns"], ref.cpu_time_total)
         assert close(row["self_cpu_ns"] / 1000, ref.self_cpu_time_total), (key, row, ref.self_cpu_time_total)
         assert row["total_device_ns"] == 0 and row["self_device_ns"] == 0
+
+
+def _stdlib_modules() -> set[str]:
+    return {name for name in sys.stdlib_module_names if name != "test"}
+
+
+def _user_frame(stack: list[str]) -> tuple[str, int, str] | None:
+    """The innermost entry of a torch stack that is a Python frame outside torch and the standard library."""
+    stdlib = _stdlib_modules()
+    for entry in stack:
+        match = _FRAME.match(entry)
+        if not match or match[1].startswith(("torch/", "<")):
+            continue
+        if re.sub(r"\.py$", "", match[1].split("/")[0]) in stdlib:
+            continue
+        return match[1], int(match[2]), match[3]
+    return None
+
+
+@pytest.fixture(scope="module")
+def stack_run(tmp_path_factory: pytest.TempPathFactory):
+    """One torch trace with stacks and modules, twice: as torch writes it (each op's `Call stack` arg and the
+    python_function ranges), and with the Call stacks removed (python_function ranges only). Returns the lake,
+    the trace file, and torch's own source figures per frame: from its FunctionEvents (calls and totals of each
+    frame's outermost ops, self times of all) and from key_averages(group_by_stack_n=100) (self times)."""
+    import torch
+
+    root = tmp_path_factory.mktemp("attr_stacks")
+    trace = root / "src" / "stacks" / "rank-0.pt.trace.json"
+    prof = _profile(trace, 2, with_stack=True, with_modules=True,
+                    experimental_config=torch.profiler._ExperimentalConfig(verbose=True))
+    data = json.loads(trace.read_text(), strict=False)  # torch 2.13 writes a control character in one name
+    for event in data["traceEvents"]:
+        event.get("args", {}).pop("Call stack", None)
+    python_only = root / "src" / "python_only" / "rank-0.pt.trace.json.gz"
+    python_only.parent.mkdir(parents=True)
+    with gzip.open(python_only, "wt") as f:
+        json.dump(data, f)
+
+    def is_op(event) -> bool:
+        return not event.is_python_function and not event.is_user_annotation
+
+    events = defaultdict(lambda: {"calls": 0, "total": 0.0, "self": 0.0})
+    for event in prof.events():
+        frame = _user_frame(event.stack) if is_op(event) else None
+        if frame is None:
+            continue
+        events[frame]["self"] += event.self_cpu_time_total
+        parent = event.cpu_parent
+        while parent is not None and parent.is_python_function:
+            parent = parent.cpu_parent
+        if parent is None or not is_op(parent) or _user_frame(parent.stack) != frame:
+            events[frame]["calls"] += 1
+            events[frame]["total"] += event.cpu_time_total
+    op_names = {e.name for e in prof.events() if is_op(e)}
+    grouped = defaultdict(float)
+    for group in prof.key_averages(group_by_stack_n=100):
+        if group.key in op_names and (frame := _user_frame(group.stack)) is not None:
+            grouped[frame] += group.self_cpu_time_total
+    build_lake(root / "src", root / "lake", ATTRIBUTION_MARTS)
+    return root / "lake", trace, dict(events), dict(grouped)
+
+
+@pytest.mark.parametrize("run_id", ["stacks", "python_only"])
+def test_source_stats_match_torch_stacks(stack_run, run_id: str) -> None:
+    lake, _, events, grouped = stack_run
+    ours = {
+        (r["source_file"], r["source_line"], r["function"]): r
+        for r in read_mart(lake, "source_stats") if r["run_id"] == run_id
+    }
+    assert {file for file, _, _ in ours} == {"tracelake/workloads.py"}
+    assert {function for _, _, function in ours} >= {"forward", "attend", "vit_training_step"}
+    assert set(ours) == set(events) == set(grouped)
+    for frame, ref in events.items():
+        row = ours[frame]
+        assert row["calls"] == ref["calls"], (frame, row, ref)
+        assert close(row["total_cpu_ns"] / 1000, ref["total"]), (frame, row, ref)
+        assert close(row["self_cpu_ns"] / 1000, ref["self"]), (frame, row, ref)
+        assert close(row["self_cpu_ns"] / 1000, grouped[frame]), (frame, row, grouped[frame])
+        assert row["total_device_ns"] == 0
+
+
+def test_stdlib_module_list_matches_python() -> None:
+    import importlib.util
+
+    def runs_as_source(name: str) -> bool:
+        spec = importlib.util.find_spec(name)
+        return spec is not None and bool(
+            spec.submodule_search_locations or (spec.origin or "").endswith(".py") or spec.origin == "frozen"
+        )
+
+    import duckdb
+
+    from transforms.models import discover_models
+
+    listed = {row[0] for row in duckdb.sql(discover_models()["int_python_stdlib_modules"].sql).fetchall()}
+    assert listed == {name for name in _stdlib_modules() if runs_as_source(name)}
