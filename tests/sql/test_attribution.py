@@ -164,3 +164,38 @@ def test_stdlib_module_list_matches_python() -> None:
 
     listed = {row[0] for row in duckdb.sql(discover_models()["int_python_stdlib_modules"].sql).fetchall()}
     assert listed == {name for name in _stdlib_modules() if runs_as_source(name)}
+
+
+def _tb_module_view(path: Path) -> dict[str, dict]:
+    """torch-tb-profiler's Module view of one trace file, flattened to module paths ('/'-joined names)."""
+    from torch_tb_profiler.profiler.data import RunProfileData
+    from torch_tb_profiler.profiler.module_op import aggegate_module_view
+
+    profile = RunProfileData.parse(path.name, None, str(path), "/tmp")
+    flat: dict[str, dict] = {}
+
+    def walk(stats, prefix: str) -> None:
+        for s in stats:
+            module_path = f"{prefix}/{s.name}" if prefix else s.name
+            flat[module_path] = {"calls": s.occurences, "total": s.host_duration, "self": s.self_host_duration,
+                                 "device": s.device_duration}
+            walk(s.children, module_path)
+
+    walk(aggegate_module_view(profile.tid2tree, profile.events) or [], "")
+    return flat
+
+
+def test_module_stats_match_tb_plugin_module_view(stack_run) -> None:
+    lake, trace, _, _ = stack_run
+    # tb_plugin's json.loads rejects the raw control character torch 2.13 writes; the python_only copy has it escaped
+    reference = _tb_module_view(lake.parent / "src" / "python_only" / "rank-0.pt.trace.json.gz")
+    assert {"TinyViT_0", "TinyViT_0/Conv2d_0", "TinyViT_0/Sequential_0/Linear_3"} <= set(reference)
+    for run_id in ("stacks", "python_only"):
+        ours = {r["module_path"]: r for r in read_mart(lake, "module_stats") if r["run_id"] == run_id}
+        assert set(ours) == set(reference), run_id
+        for module_path, ref in reference.items():
+            row = ours[module_path]
+            assert row["calls"] == ref["calls"], (module_path, row, ref)
+            assert close(row["total_cpu_ns"] / 1000, ref["total"]), (module_path, row, ref)
+            assert close(row["self_cpu_ns"] / 1000, ref["self"]), (module_path, row, ref)
+            assert close(row["total_device_ns"] / 1000, ref["device"]), (module_path, row, ref)
