@@ -199,3 +199,62 @@ def test_module_stats_match_tb_plugin_module_view(stack_run) -> None:
             assert close(row["total_cpu_ns"] / 1000, ref["total"]), (module_path, row, ref)
             assert close(row["self_cpu_ns"] / 1000, ref["self"]), (module_path, row, ref)
             assert close(row["total_device_ns"] / 1000, ref["device"]), (module_path, row, ref)
+
+
+@pytest.fixture(scope="module")
+def annotated_gpu_lake(tmp_path_factory: pytest.TempPathFactory, shared_traces: Path):
+    """The shared GPU traces that carry gpu_user_annotation ranges, ingested with the attribution marts built."""
+    root = tmp_path_factory.mktemp("attr_gpu")
+    for run in ("nccl_rank0_of_2", "rocm_mi250", "tb_plugin_resnet50"):
+        (root / "src" / run).mkdir(parents=True)
+        for path in (shared_traces / run).glob("*.json.gz"):
+            (root / "src" / run / path.name).write_bytes(path.read_bytes())
+    build_lake(root / "src", root / "lake", ATTRIBUTION_MARTS)
+    return root
+
+
+def _hta_annotation_breakdown(trace_file: Path, tmp: Path, *, use_gpu_annotation: bool) -> dict[str, float]:
+    """HTA's user-annotation breakdown (sum in µs by name), with no grouping into "other"."""
+    from hta.analyzers.breakdown_analysis import BreakdownAnalysis
+    from hta.trace_analysis import TraceAnalysis
+
+    folder = tmp / trace_file.parent.name
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        (folder / "rank-0.json.gz").write_bytes(trace_file.read_bytes())
+    analysis = TraceAnalysis(trace_dir=str(folder))
+    frame = BreakdownAnalysis.get_gpu_user_annotation_breakdown(
+        analysis.t, use_gpu_annotation=use_gpu_annotation, visualize=False, duration_ratio=1.0, num_kernels=10**6
+    )
+    return dict(zip(frame["name"], frame["sum (us)"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_id", ["nccl_rank0_of_2", "rocm_mi250"])
+def test_annotation_stats_match_hta(annotated_gpu_lake: Path, run_id: str, tmp_path: Path) -> None:
+    trace_file = next((annotated_gpu_lake / "src" / run_id).glob("*.json.gz"))
+    ours = {r["annotation"]: r for r in read_mart(annotated_gpu_lake / "lake", "annotation_stats") if r["run_id"] == run_id}
+    device = _hta_annotation_breakdown(trace_file, tmp_path, use_gpu_annotation=True)
+    host = _hta_annotation_breakdown(trace_file, tmp_path, use_gpu_annotation=False)
+    assert device and host
+    assert {name for name, row in ours.items() if row["calls"]} == set(host)
+    assert {name for name, row in ours.items() if row["total_device_ns"]} == set(device)
+    for name, row in ours.items():
+        assert row["device_time_source"] == "gpu_user_annotation"
+        assert close(row["total_cpu_ns"] / 1000, host.get(name, 0.0)), (name, row, host.get(name))
+        assert close(row["total_device_ns"] / 1000, device.get(name, 0.0)), (name, row, device.get(name))
+    # kernels were launched inside each annotation HTA saw on the device, except the nccl: ones (record_param_comms
+    # ops launch the NCCL kernels outside those annotations' host ranges)
+    assert all(ours[name]["device_kernel_count"] > 0 for name in device if not name.startswith("nccl:"))
+
+
+def test_annotation_stats_on_cpu_trace_match_key_averages(shapes_run) -> None:
+    lake, reference = shapes_run
+    ours = {r["annotation"]: r for r in read_mart(lake, "annotation_stats")}
+    assert set(ours) == {"forward", "backward", "optimizer_step"}
+    for name, row in ours.items():
+        (ref,) = [e for (key, _), e in reference.items() if key == name]
+        assert row["calls"] == ref.count
+        assert close(row["total_cpu_ns"] / 1000, ref.cpu_time_total), (name, row, ref.cpu_time_total)
+        assert row["total_device_ns"] == 0 and row["device_kernel_count"] == 0
+        assert row["device_time_source"] == "launched_kernels"
