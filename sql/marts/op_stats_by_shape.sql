@@ -1,33 +1,11 @@
 -- One row per host op name and input shapes of a trace, as torch's prof.key_averages(group_by_input_shape=True):
--- op_stats split by the op's `Input Dims`, as minified JSON with torch's input_shapes conventions: `[]` for ops
--- recorded without shapes, and `[]` for a tensor-list argument (the trace lists each tensor's dims, torch's
--- in-memory input_shapes do not, and key_averages groups by the latter). Figures per node come from int_op_nodes; an op merged into a same-name parent (an overload
--- wrapper, torch's EventList._remove_dup_nodes) counts its self time under its parent's shapes, as torch's
--- removal moves it there.
+-- op_stats split by the op's `Input Dims` (int_op_shapes: minified JSON with torch's input_shapes conventions;
+-- `[]` for ops recorded without shapes). Figures per node come from int_op_nodes; an op merged into a same-name
+-- parent (an overload wrapper, torch's EventList._remove_dup_nodes) counts its self time under its parent's
+-- shapes, as torch's removal moves it there.
 -- grain: run_id, trace_id, op_name, input_dims
 -- source: torch.autograd.profiler_util EventList.key_averages(group_by_input_shapes=True) (torch 2.x)
 with
-
-recorded_shapes as (
-    select trace_id, event_idx, input_dims from cpu_ops
-    union all
-    select trace_id, event_idx, input_dims from annotations
-),
-
-shapes as (
-    select
-        trace_id,
-        event_idx,
-        '[' || array_to_string(
-            list_transform(
-                json_extract(input_dims, '$[*]'),
-                dims -> if(json_type(dims, '$[0]') = 'ARRAY', '[]', dims::varchar)
-            ),
-            ','
-        ) || ']' as input_dims
-    from recorded_shapes
-    where input_dims is not null
-),
 
 nodes as (
     select
@@ -36,10 +14,10 @@ nodes as (
         coalesce(if(nodes.merged_into_parent, parent_shape.input_dims, own_shape.input_dims), '[]')
             as input_dims
     from int_op_nodes as nodes
-    left join shapes as own_shape
+    left join int_op_shapes as own_shape
         on own_shape.trace_id = nodes.trace_id
         and own_shape.event_idx = nodes.event_idx
-    left join shapes as parent_shape
+    left join int_op_shapes as parent_shape
         on parent_shape.trace_id = nodes.trace_id
         and parent_shape.event_idx = nodes.parent_event_idx
     where nodes.tree = 'torch'

@@ -258,3 +258,36 @@ def test_annotation_stats_on_cpu_trace_match_key_averages(shapes_run) -> None:
         assert close(row["total_cpu_ns"] / 1000, ref.cpu_time_total), (name, row, ref.cpu_time_total)
         assert row["total_device_ns"] == 0 and row["device_kernel_count"] == 0
         assert row["device_time_source"] == "launched_kernels"
+
+
+def test_op_perf_flops_equal_torch_count(shapes_run) -> None:
+    """For every (op, shapes) torch counts FLOPs for (with_flops=True), ours are exactly torch's."""
+    lake, reference = shapes_run
+    ours = {(r["op_name"], json.dumps(json.loads(r["input_dims"]))): r for r in read_mart(lake, "op_perf")}
+    counted = {key: ref for key, ref in reference.items() if ref.flops}
+    assert {name for name, _ in counted} >= {"aten::addmm", "aten::mm", "aten::conv2d", "aten::add"}
+    for key, ref in counted.items():
+        assert key in ours, key
+        assert ours[key]["flops"] == ref.flops, (key, ours[key]["flops"], ref.flops)
+        assert ours[key]["calls"] == ref.count
+    families = {r["family"] for r in ours.values()}
+    assert {"GEMM", "SDPA", "CONV", "binary_elementwise", "layer_norm"} <= families
+    for row in ours.values():  # a CPU trace: no device time, so no rates and no roofline
+        assert row["bytes"] > 0 and row["arithmetic_intensity"] > 0
+        assert row["total_device_ns"] == 0 and row["tflops_per_s"] is None and row["bound"] is None
+
+
+def test_op_perf_on_a_gpu_trace(annotated_gpu_lake: Path) -> None:
+    """The V100 ResNet-50 trace: its GEMMs and elementwise ops get FLOP rates below the V100's peak and a roofline
+    verdict; its convolutions, recorded without concrete inputs (strides, padding), get no row."""
+    rows = [r for r in read_mart(annotated_gpu_lake / "lake", "op_perf") if r["run_id"] == "tb_plugin_resnet50"]
+    assert {"GEMM", "binary_elementwise"} <= {r["family"] for r in rows}
+    assert "CONV" not in {r["family"] for r in rows}
+    assert {r["gpu_model"] for r in rows} == {"NVIDIA V100 SXM2"}
+    for row in rows:
+        if row["total_device_ns"] > 0:
+            assert 0 < row["tflops_per_s"] <= row["peak_tflops_per_s"], row
+            # bytes are a DRAM model: a tensor still in L2 can beat the DRAM peak (relu_ after batch norm here)
+            assert row["tb_per_s"] > 0 and row["peak_tb_per_s"] == 0.9, row
+            assert row["bound"] in ("compute", "memory")
+            assert 0 < row["peak_flops_ratio"] <= 1
