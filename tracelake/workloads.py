@@ -144,8 +144,8 @@ def _gloo_rank(
 class TinyViT(nn.Module):
     """A small vision transformer: patches by convolution, one pre-norm attention block, an MLP head.
 
-    Its ops are the families the op_perf table models: convolution, GEMMs (linear/addmm, bmm-free attention via
-    scaled_dot_product_attention), layer norm and elementwise ops."""
+    Its ops are the families the op_perf table models: convolution, GEMMs (linear, addmm), scaled-dot-product
+    attention, layer norm and elementwise ops."""
 
     def __init__(self, channels: int = 64, heads: int = 4, patch: int = 4) -> None:
         super().__init__()
