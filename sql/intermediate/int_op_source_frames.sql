@@ -186,6 +186,9 @@ frames as (
     left join own_frames as forward
         on forward.trace_id = backward.trace_id
         and forward.event_idx = backward.forward_idx
+    -- The profiler's step range and the DataLoader and optimizer-step record_function ranges are user annotations in
+    -- torch 2 traces; before torch 2 they were Operators. They are no op of the user's code (nor tb_plugin's).
+    where not regexp_matches(ops.name, '^(ProfilerStep#|enumerate\(DataLoader\)#|Optimizer\.step#)')
 )
 
 select trace_id, event_idx, frame.source_file, frame.source_line, frame.function, origin, from_forward_op

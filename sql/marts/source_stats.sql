@@ -6,8 +6,10 @@
 -- kernels/memcpy/memset the ops and their descendants launched (int_op_nodes). Ops with no user frame (backward ops
 -- on the autograd thread, traces recorded without stacks) are left out. source_line is the line the trace names:
 -- the function's first line for torch 2.x python_function frames, the calling line in older Call stacks.
--- Deliberate difference from key_averages(group_by_stack_n=N): it groups by (op name, top N entries), counting
--- nested ops once per op name; here one row per frame sums the ops under it without double counting.
+-- Deliberate differences from key_averages(group_by_stack_n=N): it groups by (op name, top N entries), counting
+-- nested ops once per op name; here one row per frame sums the ops under it without double counting. Python
+-- frames running inside an op (a GC finaliser, say) are children of the op in torch's tree when stacks are
+-- recorded; the op tree here holds ops and annotations only, so their time stays in the op's self time.
 -- grain: run_id, trace_id, source_file, source_line, function
 -- source: torch.autograd.profiler_util EventList.key_averages(group_by_stack_n); tb_plugin "jump to source"
 with

@@ -78,7 +78,9 @@ def _user_frame(stack: list[str]) -> tuple[str, int, str] | None:
     stdlib = _stdlib_modules()
     for entry in stack:
         match = _FRAME.match(entry)
-        if not match or match[1].startswith(("torch/", "<")):
+        if not match or match[1].startswith(("torch/", "<")) or "site-packages/torch/" in match[1]:
+            continue
+        if re.search(r"/lib/python3\.\d+/", match[1]) and "-packages/" not in match[1]:
             continue
         if re.sub(r"\.py$", "", match[1].split("/")[0]) in stdlib:
             continue
@@ -109,11 +111,15 @@ def stack_run(tmp_path_factory: pytest.TempPathFactory):
     def is_op(event) -> bool:
         return not event.is_python_function and not event.is_user_annotation
 
+    # Python frames that run inside an op (a GC finaliser, say) are children in torch's tree, not in ours (the op
+    # tree holds ops and annotations): their time stays in the op's self time here.
+    python_inside = defaultdict(float)
     events = defaultdict(lambda: {"calls": 0, "total": 0.0, "self": 0.0})
     for event in prof.events():
         frame = _user_frame(event.stack) if is_op(event) else None
         if frame is None:
             continue
+        python_inside[frame] += sum(c.cpu_time_total for c in event.cpu_children if c.is_python_function)
         events[frame]["self"] += event.self_cpu_time_total
         parent = event.cpu_parent
         while parent is not None and parent.is_python_function:
@@ -126,6 +132,9 @@ def stack_run(tmp_path_factory: pytest.TempPathFactory):
     for group in prof.key_averages(group_by_stack_n=100):
         if group.key in op_names and (frame := _user_frame(group.stack)) is not None:
             grouped[frame] += group.self_cpu_time_total
+    for frame, extra in python_inside.items():
+        events[frame]["self"] += extra
+        grouped[frame] += extra
     build_lake(root / "src", root / "lake", ATTRIBUTION_MARTS)
     return root / "lake", trace, dict(events), dict(grouped)
 
@@ -255,7 +264,8 @@ def test_annotation_stats_on_cpu_trace_match_key_averages(shapes_run) -> None:
     for name, row in ours.items():
         (ref,) = [e for (key, _), e in reference.items() if key == name]
         assert row["calls"] == ref.count
-        assert close(row["total_cpu_ns"] / 1000, ref.cpu_time_total), (name, row, ref.cpu_time_total)
+        # HTA's whole-µs clock (start rounded up, end down) drops under 2 µs per range
+        assert close(row["total_cpu_ns"] / 1000, ref.cpu_time_total, abs_tol=2 * ref.count), (name, row, ref)
         assert row["total_device_ns"] == 0 and row["device_kernel_count"] == 0
         assert row["device_time_source"] == "launched_kernels"
 
@@ -291,3 +301,42 @@ def test_op_perf_on_a_gpu_trace(annotated_gpu_lake: Path) -> None:
             assert row["tb_per_s"] > 0 and row["peak_tb_per_s"] == 0.9, row
             assert row["bound"] in ("compute", "memory")
             assert 0 < row["peak_flops_ratio"] <= 1
+
+
+@pytest.mark.slow
+def test_source_stats_device_time_matches_tb_plugin_on_gpu_trace(annotated_gpu_lake: Path) -> None:
+    """The V100 ResNet-50 trace (2021 Call stacks): per line of user code, the host and device time of the line's
+    outermost ops (ops whose parent op is not on the same line) as torch-tb-profiler's op tree has them (its
+    device time: kernels of the runtime calls inside each op)."""
+    from torch_tb_profiler.profiler.data import RunProfileData
+    from torch_tb_profiler.profiler.node import OperatorNode
+
+    path = next((annotated_gpu_lake / "src" / "tb_plugin_resnet50").glob("*.json.gz"))
+    profile = RunProfileData.parse(path.name, None, str(path), "/tmp")
+    device: dict[tuple, float] = defaultdict(float)
+    host: dict[tuple, float] = defaultdict(float)
+
+    def frame_of(node) -> tuple | None:
+        if type(node) is not OperatorNode or not node.callstack:
+            return None
+        return _user_frame(node.callstack.split(";"))
+
+    def walk(node, parent_frame) -> None:
+        frame = frame_of(node)
+        if frame is not None and frame != parent_frame:
+            device[frame] += node.device_duration
+            host[frame] += node.end_time - node.start_time
+        for child in node.children:
+            walk(child, frame)
+
+    for root in profile.tid2tree.values():
+        walk(root, None)
+    trace_id = path.name.split(".json")[0]
+    ours = {
+        (r["source_file"], r["source_line"], r["function"]): r
+        for r in read_mart(annotated_gpu_lake / "lake", "source_stats") if r["trace_id"] == trace_id
+    }
+    assert set(ours) == set(device) and sum(device.values()) > 0
+    for frame, ref in device.items():
+        assert close(ours[frame]["total_device_ns"] / 1000, ref), (frame, ours[frame], ref)
+        assert close(ours[frame]["total_cpu_ns"] / 1000, host[frame]), (frame, ours[frame], host[frame])
