@@ -287,6 +287,7 @@ def test_op_perf_flops_equal_torch_count(shapes_run) -> None:
         assert row["total_device_ns"] == 0 and row["tflops_per_s"] is None and row["bound"] is None
 
 
+@pytest.mark.slow
 def test_op_perf_on_a_gpu_trace(annotated_gpu_lake: Path) -> None:
     """The V100 ResNet-50 trace: its GEMMs and elementwise ops get FLOP rates below the V100's peak and a roofline
     verdict; its convolutions, recorded without concrete inputs (strides, padding), get no row."""
