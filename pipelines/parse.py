@@ -73,14 +73,15 @@ def _rename_colliding_keys(chunk: bytes | bytearray) -> bytes | bytearray:
 
 
 def _table_source(table: str, where: str) -> str:
-    """The rows of ``chunk`` matching ``where``, numbered, with ``args`` decoded to the keys ``table`` reads."""
+    """The rows of ``chunk`` matching ``where``, numbered, with ``args`` decoded to the keys ``table`` reads
+    (and the undecoded JSON as ``raw_args``, for ``tables.OTHER_ARGS``)."""
     args = ARGS_USED[table]
     if not args:
-        return f"(select rowid + $offset as event_idx, * from chunk where {where})"
+        return f"(select rowid + $offset as event_idx, *, args as raw_args from chunk where {where})"
     struct = json.dumps(args).replace("'", "''")
     return (
-        f"(select rowid + $offset as event_idx, * replace (json_transform(args, '{struct}') as args)"
-        f" from chunk where {where})"
+        f"(select rowid + $offset as event_idx, * replace (json_transform(args, '{struct}') as args),"
+        f" args as raw_args from chunk where {where})"
     )
 
 

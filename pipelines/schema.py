@@ -29,6 +29,7 @@ ARG_TYPES: dict[str, str] = {
     "Input type": "JSON",
     "Input Strides": "JSON",
     "Concrete Inputs": "JSON",
+    "flops": "BIGINT",  # with_flops=True, in traces whose writer exports it
     "Call stack": "VARCHAR",
     "Module Hierarchy": "VARCHAR",
     "kernel_backend": "VARCHAR",

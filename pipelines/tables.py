@@ -11,6 +11,7 @@ absolute-µs traces) added when the tables are written. Every table also gets ``
 
 from __future__ import annotations
 
+import json
 import re
 
 from pipelines.schema import ARG_TYPES
@@ -57,7 +58,7 @@ def _xyz(arg: str, prefix: str) -> str:
     )
 
 
-RAW_TABLE_COLUMNS: dict[str, str] = {
+_TYPED_COLUMNS: dict[str, str] = {
     "kernels": f"""{_SLICE},{_DEVICE_ACTIVITY},
     args.queued as queued,
     args."registers per thread" as registers_per_thread,
@@ -96,6 +97,7 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
     args."Input type" as input_types,
     args."Input Strides" as input_strides,
     args."Concrete Inputs" as concrete_inputs,
+    args.flops as flops,
     args."Call stack" as call_stack,
     args."Module Hierarchy" as module_hierarchy,
     args.kernel_backend as kernel_backend,
@@ -191,9 +193,35 @@ def _args_used(columns: str) -> dict[str, str]:
 
 
 ARGS_USED: dict[str, dict[str, str]] = {
-    table: _args_used(columns) for table, columns in {**RAW_TABLE_COLUMNS, "steps": STEPS_COLUMNS}.items()
+    table: _args_used(columns) for table, columns in {**_TYPED_COLUMNS, "steps": STEPS_COLUMNS}.items()
 }
 """Per table, the ``args`` keys its columns read and their types: only those are decoded for its rows."""
+
+
+def _other_args(used: dict[str, str]) -> str:
+    """The event's ``args`` without the keys ``used`` (typed columns already), as JSON; null when none is left.
+
+    A JSON merge patch whose values are null deletes those keys. Most events carry no other key, and the patch
+    (a parse and a rewrite) is skipped for them: it runs only when ``args`` has more keys than typed columns
+    that came out non-null. Counting keys is a parse too; an object without a comma has at most one key, so when
+    one typed column came out non-null, that key is it and nothing needs counting (metadata events, mostly)."""
+    if not used:
+        return "raw_args"
+    patch = json.dumps(dict.fromkeys(used)).replace("'", "''")
+    decoded = " + ".join(f'(args."{key}" is not null)::int' for key in used)
+    return (
+        f"case when ({decoded}) = 1 and not contains(raw_args::varchar, ',') then null"
+        f" when len(json_keys(raw_args)) > {decoded}"
+        f" then nullif(json_merge_patch(raw_args, '{patch}'), '{{}}') end"
+    )
+
+
+RAW_TABLE_COLUMNS: dict[str, str] = {
+    table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
+    for table, columns in _TYPED_COLUMNS.items()
+}
+"""Per event table, its column list: the typed columns, then ``other_args`` (JSON) keeping every ``args`` key that
+no typed column reads, so that nothing in a trace is dropped."""
 
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""

@@ -18,17 +18,25 @@ _REPORT_QUERIES = {
     "Sample query: the five longest kernel names by total GPU time": """
         select run_id, left(name, 60) as kernel, count(*) as calls, sum(dur_ns) / 1e6 as total_ms
         from kernels group by all order by total_ms desc limit 5""",
+    "Where the time goes in the demo's model code (source_stats, CPU-only: host time)": """
+        select source_file, source_line, function, calls, total_cpu_ns / 1e6 as total_cpu_ms
+        from source_stats where run_id = 'cpu_vit' order by total_cpu_ns desc limit 5""",
 }
 
 
 def run_demo(*, lake_url: str, traces_dir: str) -> int:
     """Make the demo traces, ingest them into ``lake_url``, and print a short report."""
-    from tracelake.workloads import profile_gloo_job, profile_single_process  # torch loads slowly
+    from tracelake.workloads import (  # torch loads slowly
+        profile_attribution, profile_gloo_job, profile_single_process,
+    )
 
     traces = Path(traces_dir)
     started = time.perf_counter()
     print(f"profiling a small MLP on the CPU into {traces}/cpu_mlp ...", flush=True)
     profile_single_process(str(traces), run_id="cpu_mlp")
+    print(f"profiling a small vision transformer with stacks, modules, shapes and FLOPs into {traces}/cpu_vit ...",
+          flush=True)
+    profile_attribution(str(traces), run_id="cpu_vit")
     print(f"profiling a 2-rank gloo DDP job (uneven work per rank) into {traces}/gloo_ddp ...", flush=True)
     profile_gloo_job(str(traces), run_id="gloo_ddp", world_size=2)
     for run in sorted(SAMPLE_TRACES.iterdir()):

@@ -1,8 +1,10 @@
 """Small, real torch training jobs that make Kineto traces on a CPU, for the demo and the tests.
 
-Both profile the same MLP loop under ``schedule(wait=1, warmup=1, active=3)`` and write through
+The first two profile the same MLP loop under ``schedule(wait=1, warmup=1, active=3)`` and write through
 :func:`tracelake.profiler.trace_handler`, so their traces are what a user's job would write: a single process,
 and a gloo DDP job whose ranks are deliberately uneven so that waiting in collectives is real, not simulated.
+The third profiles a small vision transformer with stacks, modules, shapes and FLOPs recorded, for the tables
+that attribute time to source lines, modules, shapes and the roofline.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tracelake.profiler import trace_handler
 # Default run folder names, which the tests and the demo refer to.
 CPU_RUN_ID = "cpu_mlp"
 GLOO_RUN_ID = "gloo_ddp"
+ATTRIBUTION_RUN_ID = "cpu_vit"
 
 _BATCH = 32
 _FEATURES = 64
@@ -136,3 +139,70 @@ def _gloo_rank(
         )
     finally:
         dist.destroy_process_group()
+
+
+class TinyViT(nn.Module):
+    """A small vision transformer: patches by convolution, one pre-norm attention block, an MLP head.
+
+    Its ops are the families the op_perf table models: convolution, GEMMs (linear, addmm), scaled-dot-product
+    attention, layer norm and elementwise ops."""
+
+    def __init__(self, channels: int = 64, heads: int = 4, patch: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.patchify = nn.Conv2d(3, channels, kernel_size=patch, stride=patch)
+        self.norm = nn.LayerNorm(channels)
+        self.qkv = nn.Linear(channels, 3 * channels)
+        self.proj = nn.Linear(channels, channels)
+        self.head = nn.Sequential(nn.Linear(channels, 128), nn.GELU(), nn.Linear(128, _CLASSES))
+
+    def attend(self, tokens: torch.Tensor) -> torch.Tensor:
+        batch, count, channels = tokens.shape
+        q, k, v = self.qkv(self.norm(tokens)).view(batch, count, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        mixed = nn.functional.scaled_dot_product_attention(q, k, v)
+        return tokens + self.proj(mixed.transpose(1, 2).reshape(batch, count, channels))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        tokens = self.patchify(images).flatten(2).transpose(1, 2)
+        return self.head(self.attend(tokens).mean(dim=1))
+
+
+def vit_training_step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
+                      labels: torch.Tensor) -> None:
+    """One training step of :class:`TinyViT`, with the phases annotated as a user would."""
+    with record_function("forward"):
+        loss = nn.functional.cross_entropy(model(images), labels)
+    with record_function("backward"):
+        loss.backward()
+    with record_function("optimizer_step"):
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def vit_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed batch of 8 random 32x32 images and labels."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(8, 3, 32, 32, generator=generator), torch.randint(0, _CLASSES, (8,), generator=generator)
+
+
+def profile_attribution(out_url: str, *, run_id: str = ATTRIBUTION_RUN_ID, steps: int = 5) -> None:
+    """Profile :class:`TinyViT` training into ``<out_url>/<run_id>/`` with stacks (as python_function events and
+    each op's ``Call stack``), nn.Module ranges, input shapes and FLOPs recorded."""
+    torch.manual_seed(0)
+    model = TinyViT()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    images, labels = vit_batch()
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        with_stack=True,
+        with_modules=True,
+        with_flops=True,
+        # verbose: torch 2.x then also writes each op's Python stack as its "Call stack" arg
+        experimental_config=torch.profiler._ExperimentalConfig(verbose=True),
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        on_trace_ready=trace_handler(out_url, run_id=run_id),
+    ) as prof:
+        for _ in range(steps):
+            vit_training_step(model, optimizer, images, labels)
+            prof.step()

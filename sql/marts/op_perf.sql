@@ -1,0 +1,323 @@
+-- One row per modelled op name and input shapes of a trace: FLOPs and bytes from the op's shapes and dtypes,
+-- summed over its calls, against its device time (kernels/memcpy/memset launched by the op and its descendants,
+-- int_op_nodes) and the GPU's peaks (int_gpu_peaks, by deviceProperties.name and the op's dtype):
+-- tflops_per_s = flops / device time, tb_per_s = bytes / device time, arithmetic_intensity = flops / bytes,
+-- bound = 'compute' when the intensity reaches the GPU's ridge point (peak FLOP/s ÷ peak bytes/s) else 'memory',
+-- peak_flops_ratio = achieved ÷ peak FLOP/s. Families and formulas follow TraceLens' performance model:
+--   GEMM (aten::mm, addmm, bmm, baddbmm, matmul, linear): 2·B·M·N·K; bytes = inputs + output.
+--   SDPA (aten::scaled_dot_product_attention and its flash/efficient/cudnn kernels' ops):
+--     2·B·H·Nq·Nkv·(d_qk + d_v), halved when causal; bytes = q + k + v + output.
+--   CONV (aten::conv1d/2d/3d, convolution, _convolution): 2·|output|·|weight[1:]| (transposed: 2·|input|·…);
+--     bytes = input + weight + bias + output.
+--   elementwise: TraceLens' unary list (copy, clamp_min/max, sigmoid, rsqrt, silu, neg, pow, in-place too):
+--     |input| FLOPs, input and output bytes; binary list (add, mul, div, in-place, sigmoid/threshold_backward):
+--     |broadcast output| FLOPs, both inputs and the output.
+--   NORM (layer_norm, batch_norm and their native_ ops): 6·C + 5·E training (batch_norm in eval: 6·C + 2·E);
+--     bytes = E in and out + C per weight, bias, mean, variance (and 2 running stats when training).
+-- Bytes per element from the `Input type` names as TraceLens' name2bpe (double/long int 8; float/int/scalar 4;
+-- half/bfloat16 2; float8/char 1). profiler_flops keeps the profiler's own `flops` arg where the trace has one.
+-- Deliberate differences from TraceLens: GEMM and convolution FLOPs leave out the bias add, as torch's own count
+-- (with_flops) does, so that ours equal torch's for every op torch counts; the added tensor of addmm/baddbmm is
+-- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is.
+-- Ops outside these families, or with shapes or concrete inputs the formulas cannot read, have no row.
+-- grain: run_id, trace_id, op_name, input_dims
+-- source: TraceLens (AMD-AGI/TraceLens) TraceLens/PerfModel/perf_model.py and torch_op_mapping.py; torch
+-- with_flops (torch/csrc/profiler/util.cpp computeFlops)
+with
+
+ops as (
+    select
+        nodes.run_id,
+        nodes.trace_id,
+        nodes.rank,
+        nodes.name as op_name,
+        nodes.device_total_ns,
+        shapes.input_dims,
+        shapes.arg_dims as d,
+        shapes.arg_types as t,
+        shapes.concrete_inputs as c,
+        shapes.profiler_flops,
+        case
+            when nodes.name in ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::matmul',
+                                'aten::linear') then 'GEMM'
+            when nodes.name in ('aten::scaled_dot_product_attention', 'aten::_scaled_dot_product_flash_attention',
+                                'aten::_scaled_dot_product_flash_attention_for_cpu',
+                                'aten::_scaled_dot_product_efficient_attention',
+                                'aten::_scaled_dot_product_cudnn_attention') then 'SDPA'
+            when nodes.name in ('aten::conv1d', 'aten::conv2d', 'aten::conv3d', 'aten::convolution',
+                                'aten::_convolution') then 'CONV'
+            when nodes.name in ('aten::copy', 'aten::copy_', 'aten::clamp_min', 'aten::clamp_min_',
+                                'aten::clamp_max', 'aten::clamp_max_', 'aten::sigmoid', 'aten::rsqrt', 'aten::silu',
+                                'aten::neg', 'aten::pow') then 'unary_elementwise'
+            when nodes.name in ('aten::div', 'aten::div_', 'aten::mul', 'aten::mul_', 'aten::add', 'aten::add_',
+                                'aten::sigmoid_backward', 'aten::threshold_backward') then 'binary_elementwise'
+            when nodes.name in ('aten::layer_norm', 'aten::native_layer_norm') then 'layer_norm'
+            when nodes.name in ('aten::batch_norm', 'aten::native_batch_norm') then 'batch_norm'
+        end as family
+    from int_op_nodes as nodes
+    join int_op_shapes as shapes using (trace_id, event_idx)
+    where nodes.tree = 'torch' and not nodes.merged_into_parent
+),
+
+-- Sizes every family reads: element counts of the first four arguments (an empty shape is a scalar: 1) and the
+-- first argument's bytes per element.
+sized as (
+    select
+        *,
+        coalesce(list_aggregate(d[1], 'product'), 1) as n1,
+        coalesce(list_aggregate(d[2], 'product'), 1) as n2,
+        coalesce(list_aggregate(d[3], 'product'), 1) as n3,
+        coalesce(len(d[3]), 0) > 0 as has_arg3,
+        coalesce(len(d[4]), 0) > 0 as has_arg4,
+        case
+            when t[1] in ('double', 'long int') then 8
+            when t[1] in ('float', 'int', 'scalar') then 4
+            when t[1] in ('c10::half', 'c10::bfloat16') then 2
+            when t[1] in ('c10::float8_e4m3fnuz', 'c10::float8_e4m3fn', 'c10::float8_e5m2', 'c10::float8_e8m0fnu',
+                          'unsigned char', 'signed char') then 1
+        end as bpe
+    from ops
+    -- convolution strides/padding, attention causality and norm flags are concrete inputs: without them (traces
+    -- before torch 2.x record none) those families cannot be sized
+    where family in ('GEMM', 'unary_elementwise', 'binary_elementwise') or (family is not null and c is not null)
+),
+
+gemm as (
+    select
+        * exclude (dims),
+        2 * dims.batch * dims.m * dims.n * dims.k as flops,
+        (dims.a + dims.b + dims.batch * dims.m * dims.n + dims.bias) * bpe as bytes
+    from (
+        select
+            *,
+            case op_name
+                when 'aten::mm' then {'batch': 1, 'm': d[1][1], 'k': d[1][2], 'n': d[2][2], 'a': n1, 'b': n2, 'bias': 0}
+                when 'aten::addmm' then {'batch': 1, 'm': d[2][1], 'k': d[2][2], 'n': d[3][2], 'a': n2, 'b': n3, 'bias': n1}
+                when 'aten::bmm'
+                    then {'batch': d[1][1], 'm': d[1][2], 'k': d[1][3], 'n': d[2][3], 'a': n1, 'b': n2, 'bias': 0}
+                when 'aten::baddbmm'
+                    then {'batch': d[2][1], 'm': d[2][2], 'k': d[2][3], 'n': d[3][3], 'a': n2, 'b': n3, 'bias': n1}
+                when 'aten::matmul' then {
+                    'batch': greatest(
+                        coalesce(list_aggregate(list_slice(d[1], 1, len(d[1]) - 2), 'product'), 1),
+                        coalesce(list_aggregate(list_slice(d[2], 1, len(d[2]) - 2), 'product'), 1)
+                    ),
+                    'm': if(len(d[1]) >= 2, d[1][-2], 1), 'k': d[1][-1], 'n': if(len(d[2]) >= 2, d[2][-1], 1),
+                    'a': n1, 'b': n2, 'bias': 0}
+                when 'aten::linear' then {
+                    'batch': 1, 'm': coalesce(list_aggregate(list_slice(d[1], 1, len(d[1]) - 1), 'product'), 1), 'k': d[1][-1], 'n': d[2][1],
+                    'a': n1, 'b': n2, 'bias': if(has_arg3, n3, 0)}
+            end as dims
+        from sized
+        where family = 'GEMM'
+    )
+),
+
+sdpa as (
+    select
+        * exclude (q, k, v, causal),
+        2 * q[1] * q[2] * q[3] * k[3] * (q[4] + v[4]) // if(causal, 2, 1) as flops,
+        (n1 + n2 + n3 + q[1] * q[2] * q[3] * v[4]) * bpe as bytes
+    from (
+        select
+            *,
+            d[1] as q, d[2] as k, d[3] as v,
+            c[case op_name
+                when 'aten::scaled_dot_product_attention' then 6
+                when 'aten::_scaled_dot_product_flash_attention' then 5
+                when 'aten::_scaled_dot_product_flash_attention_for_cpu' then 5
+                else 7
+            end] = 'True' as causal
+        from sized
+        where family = 'SDPA'
+    )
+),
+
+-- Convolution arguments: stride, padding, dilation (a one-element list applies to every spatial dim; an empty
+-- concrete input is the default), transposed, output_padding and groups by the op's signature.
+conv_args as (
+    select
+        *,
+        op_name in ('aten::convolution', 'aten::_convolution') and c[7] = 'True' as transposed,
+        if(op_name in ('aten::convolution', 'aten::_convolution'), c[9], c[7]) as groups_text,
+        len(d[1]) - 2 as spatial,
+        list_transform([4, 5, 6, 8], i -> try_cast(nullif(c[i], '') as bigint[])) as lists
+    from sized
+    where family = 'CONV'
+),
+
+conv as (
+    select
+        * exclude (out_spatial, out_channels),
+        2 * if(transposed, n1, out_channels * d[1][1] * list_aggregate(out_spatial, 'product'))
+            * list_aggregate(list_slice(d[2], 2, len(d[2])), 'product') as flops,
+        (n1 + n2 + if(has_arg3, n3, 0) + d[1][1] * out_channels * list_aggregate(out_spatial, 'product')) * bpe
+            as bytes
+    from (
+        select
+            *,
+            if(transposed, d[2][2] * coalesce(try_cast(groups_text as bigint), 1), d[2][1]) as out_channels,
+            list_transform(range(1, spatial + 1), i ->
+                if(
+                    transposed,
+                    (d[1][2 + i] - 1) * coalesce(lists[1][if(len(lists[1]) = 1, 1, i)], 1)
+                        - 2 * coalesce(lists[2][if(len(lists[2]) = 1, 1, i)], 0)
+                        + coalesce(lists[3][if(len(lists[3]) = 1, 1, i)], 1) * (d[2][2 + i] - 1)
+                        + coalesce(lists[4][if(len(lists[4]) = 1, 1, i)], 0) + 1,
+                    (d[1][2 + i] + 2 * coalesce(lists[2][if(len(lists[2]) = 1, 1, i)], 0)
+                        - coalesce(lists[3][if(len(lists[3]) = 1, 1, i)], 1) * (d[2][2 + i] - 1) - 1)
+                        // coalesce(lists[1][if(len(lists[1]) = 1, 1, i)], 1) + 1
+                )
+            ) as out_spatial
+        from conv_args
+    )
+),
+
+elementwise as (
+    select
+        * exclude (out_dims),
+        if(family = 'unary_elementwise', n1, coalesce(list_aggregate(out_dims, 'product'), 1)) as flops,
+        if(
+            family = 'unary_elementwise',
+            n1 * (bpe + coalesce(if(coalesce(len(d[2]), 0) > 0, bpe2, null), bpe)),
+            n1 * bpe + n2 * bpe2
+                + coalesce(list_aggregate(out_dims, 'product'), 1)
+                    * if(coalesce(len(d[1]), 0) > 0 and coalesce(len(d[2]), 0) > 0, greatest(bpe, bpe2), bpe)
+        ) as bytes
+    from (
+        select
+            *,
+            case
+                when t[2] in ('double', 'long int') then 8
+                when t[2] in ('float', 'int', 'scalar') then 4
+                when t[2] in ('c10::half', 'c10::bfloat16') then 2
+                when t[2] is not null and t[2] != '' then 1
+            end as bpe2,
+            -- numpy broadcasting: shapes aligned on the right, a missing dim counts 1
+            list_transform(
+                range(1, greatest(len(coalesce(d[1], [])), len(coalesce(d[2], []))) + 1),
+                i -> greatest(
+                    coalesce(d[1][i - greatest(len(coalesce(d[1], [])), len(coalesce(d[2], []))) + len(coalesce(d[1], []))], 1),
+                    coalesce(d[2][i - greatest(len(coalesce(d[1], [])), len(coalesce(d[2], []))) + len(coalesce(d[2], []))], 1)
+                )
+            ) as out_dims
+        from sized
+        where family in ('unary_elementwise', 'binary_elementwise')
+    )
+),
+
+norm as (
+    select
+        * exclude (channels, training, weights),
+        6 * channels + (if(training, 3, 0) + 2) * n1 as flops,
+        (2 * n1 + (2 + weights + if(training, 2, 0)) * channels) * bpe as bytes
+    from (
+        select
+            *,
+            if(
+                family = 'layer_norm',
+                list_aggregate(try_cast(c[2] as bigint[]), 'product'),
+                d[1][2]
+            ) as channels,
+            family = 'layer_norm' or c[6] = 'True' as training,
+            if(family = 'layer_norm', has_arg3::int + has_arg4::int, coalesce(len(d[2]), 0) > 0 + has_arg3::int)
+                as weights
+        from sized
+        where family in ('layer_norm', 'batch_norm')
+    )
+),
+
+modelled as (
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    from gemm
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    from sdpa
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    from conv
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    from elementwise
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    from norm
+),
+
+per_shape as (
+    select
+        run_id,
+        trace_id,
+        op_name,
+        input_dims,
+        count(*) as calls,
+        sum(device_total_ns)::bigint as total_device_ns,
+        sum(flops)::bigint as flops,
+        sum(bytes)::bigint as bytes,
+        any_value(family) as family,
+        any_value(bpe) as bytes_per_element,
+        sum(profiler_flops)::bigint as profiler_flops,
+        any_value(rank) as rank
+    from modelled
+    where flops is not null
+    group by all
+),
+
+trace_gpus as (
+    select trace_id, any_value(device_name) as device_name
+    from devices
+    where device >= 0
+    group by all
+),
+
+trace_peaks as (
+    select trace_gpus.trace_id, trace_gpus.device_name, peaks.*
+    from trace_gpus
+    join int_gpu_peaks as peaks on regexp_matches(trace_gpus.device_name, peaks.name_pattern, 'i')
+    qualify row_number() over (partition by trace_gpus.trace_id order by peaks.priority) = 1
+),
+
+rated as (
+    select
+        per_shape.*,
+        trace_peaks.model as gpu_model,
+        case per_shape.bytes_per_element
+            when 8 then trace_peaks.fp64_tflops
+            when 4 then trace_peaks.fp32_tflops
+            when 2 then trace_peaks.fp16_tflops
+            when 1 then trace_peaks.fp8_tflops
+        end as peak_tflops_per_s,
+        trace_peaks.hbm_tb_per_s as peak_tb_per_s,
+        if(per_shape.total_device_ns > 0, per_shape.flops / per_shape.total_device_ns / 1000, null) as tflops_per_s,
+        if(per_shape.total_device_ns > 0, per_shape.bytes / per_shape.total_device_ns / 1000, null) as tb_per_s,
+        if(per_shape.bytes > 0, per_shape.flops / per_shape.bytes, null) as arithmetic_intensity
+    from per_shape
+    left join trace_peaks using (trace_id)
+)
+
+select
+    run_id,
+    trace_id,
+    op_name,
+    input_dims,
+    calls,
+    total_device_ns,
+    flops,
+    bytes,
+    tflops_per_s,
+    tb_per_s,
+    arithmetic_intensity,
+    case
+        when peak_tflops_per_s is null or peak_tb_per_s is null or arithmetic_intensity is null then null
+        when arithmetic_intensity >= peak_tflops_per_s / peak_tb_per_s then 'compute'
+        else 'memory'
+    end as bound,
+    tflops_per_s / peak_tflops_per_s as peak_flops_ratio,
+    family,
+    bytes_per_element,
+    profiler_flops,
+    gpu_model,
+    peak_tflops_per_s,
+    peak_tb_per_s,
+    rank
+from rated
