@@ -22,7 +22,10 @@ from pipelines.lake import ALIAS, LAYERS
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 30
-_RETRYABLE = ("conflict", "database is locked", "could not serialize", "deadlock", "retry")
+# A transaction that read the run's old files while another writer replaced them (and deleted the files) fails
+# to open them: started again, it reads the catalog as it is now.
+_RETRYABLE = ("conflict", "database is locked", "could not serialize", "deadlock", "retry", "cannot open file",
+              "no such file")
 
 
 @dataclass(frozen=True)
