@@ -1,0 +1,121 @@
+"""Tolerant decoding of events that DuckDB's reader or orjson refused, so only bad events are lost.
+
+The fast path hands a whole chunk to DuckDB, which fails it whole for one bad event. Such a chunk
+comes here: Python's own JSON decoder reads it with every problem counted instead of fatal
+(lone UTF-16 surrogate escapes, repeated keys, entries that are not objects, args DuckDB cannot
+read), and the events are written back as a clean JSON array for the fast path to decode again.
+Only where the text itself is broken is it split into events, and just the broken ones dropped.
+``NaN``/``Infinity`` tokens are written back as they came: DuckDB reads them, and the checks of
+:mod:`pipelines.checks` report them where they matter (``ts``, ``dur``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+from pipelines.jsonstream import KINETO_BOUNDARY, sanitize_utf8
+
+# An escaped backslash (kept, so that ``\\ud800`` is not read as an escape), a valid surrogate
+# pair (kept), or a lone surrogate escape (group 1: replaced).
+_SURROGATE_ESCAPE = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+_COMPACT_BOUNDARY = re.compile(rb"\}(\s*),\s*\{")
+# args keys the tables read as an [x, y, z] array, or as a string holding one (tables._XYZ).
+_XYZ_ARGS = ("grid", "block")
+
+
+def repair_surrogates(data: bytes) -> tuple[bytes, int]:
+    """``data`` with each lone UTF-16 surrogate escape replaced by ``\\ufffd``, and how many there were."""
+    count = 0
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        nonlocal count
+        if match.group(1) is None:
+            return match.group(0)
+        count += 1
+        return b"\\ufffd"
+
+    if b"\\u" not in data:
+        return data, 0
+    return _SURROGATE_ESCAPE.sub(replace, data), count
+
+
+def tolerant_loads(data: bytes, counts: Counter[str]) -> Any:
+    """Decode JSON that may repeat keys or hold ``NaN``, counting repeated keys into ``counts``.
+
+    Raises:
+        ValueError: when ``data`` is not JSON even so.
+    """
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)  # the last value of a repeated key wins, as in orjson
+        if len(obj) != len(items):
+            counts["duplicate_key"] += 1
+        return obj
+
+    return json.loads(data, object_pairs_hook=pairs)
+
+
+def _split_events(array: bytes) -> list[bytes]:
+    """The text of ``[e1, e2, ...]`` cut at the commas between events: libkineto's separator, else ``}, {``."""
+    body = array.strip()[1:-1]
+    commas = [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), body)]
+    commas = commas or [m.end(1) for m in _COMPACT_BOUNDARY.finditer(body)]
+    starts = [0, *(comma + 1 for comma in commas)]
+    return [body[start:end] for start, end in zip(starts, [*commas, len(body)], strict=True)]
+
+
+def _decode_events(data: bytes, counts: Counter[str]) -> list[Any]:
+    """The entries of the JSON array ``data``; where the text is broken, those of each event that decodes."""
+    try:
+        items = tolerant_loads(data, counts)
+        return items if isinstance(items, list) else [items]
+    except ValueError:
+        pass
+    items = []
+    for piece in _split_events(data):
+        try:  # a piece may hold several entries (``{...}, 42, {...}``): read it as an array
+            items += tolerant_loads(b"[" + piece + b"]", counts)
+        except ValueError:
+            counts["malformed_event"] += 1
+    return items
+
+
+def _clear_bad_xyz(args: dict[str, Any], counts: Counter[str]) -> None:
+    """Null a grid/block that is a string holding no JSON (which the kernels table cannot read)."""
+    for key in _XYZ_ARGS:
+        value = args.get(key)
+        if isinstance(value, str):
+            try:
+                json.loads(value)
+            except ValueError:
+                args[key] = None
+                counts["bad_arg"] += 1
+
+
+def repair_events(data: bytes) -> tuple[bytes, Counter[str]]:
+    """A clean JSON array of the events in ``data``, and what was wrong (quality code → count).
+
+    Entries that are not objects and events whose text is broken are dropped; everything else is
+    kept, with what could not be read set to null.
+    """
+    counts: Counter[str] = Counter()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        data, counts["invalid_utf8"] = sanitize_utf8(data)
+    data, counts["invalid_surrogate"] = repair_surrogates(data)
+    events = []
+    for item in _decode_events(data, counts):
+        if not isinstance(item, dict):
+            counts["not_an_object"] += 1
+            continue
+        if isinstance(item.get("args"), dict):
+            _clear_bad_xyz(item["args"], counts)
+        events.append(item)
+    text = json.dumps(events, ensure_ascii=False, separators=(",", ":"))  # NaN stays NaN, as DuckDB reads it
+    return text.encode("utf-8"), +counts  # unary + drops the zero counts
