@@ -374,7 +374,7 @@ def parse_trace(
         metadata = envelope.metadata
         parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
         parsed.event_count = loader.count
-        parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message) for p in envelope.problems]
+        parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message, p.count) for p in envelope.problems]
         parsed.issues += loader.issues
         if envelope.has_events_key and loader.count == 0 and not envelope.problems:
             parsed.issues.append(_trace_issue(trace, "error", "no_events", "trace has no events"))

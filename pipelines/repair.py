@@ -16,55 +16,17 @@ import re
 from collections import Counter
 from typing import Any
 
-from pipelines.jsonstream import KINETO_BOUNDARY, sanitize_utf8
+from pipelines.jsonstream import COMPACT_BOUNDARY, KINETO_BOUNDARY, repair_surrogates, sanitize_utf8, tolerant_loads
 
-# An escaped backslash (kept, so that ``\\ud800`` is not read as an escape), a valid surrogate
-# pair (kept), or a lone surrogate escape (group 1: replaced).
-_SURROGATE_ESCAPE = re.compile(
-    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
-)
-_COMPACT_BOUNDARY = re.compile(rb"\}(\s*),\s*\{")
 # args keys the tables read as an [x, y, z] array, or as a string holding one (tables._XYZ).
 _XYZ_ARGS = ("grid", "block")
-
-
-def repair_surrogates(data: bytes) -> tuple[bytes, int]:
-    """``data`` with each lone UTF-16 surrogate escape replaced by ``\\ufffd``, and how many there were."""
-    count = 0
-
-    def replace(match: re.Match[bytes]) -> bytes:
-        nonlocal count
-        if match.group(1) is None:
-            return match.group(0)
-        count += 1
-        return b"\\ufffd"
-
-    if b"\\u" not in data:
-        return data, 0
-    return _SURROGATE_ESCAPE.sub(replace, data), count
-
-
-def tolerant_loads(data: bytes, counts: Counter[str]) -> Any:
-    """Decode JSON that may repeat keys or hold ``NaN``, counting repeated keys into ``counts``.
-
-    Raises:
-        ValueError: when ``data`` is not JSON even so.
-    """
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(items)  # the last value of a repeated key wins, as in orjson
-        if len(obj) != len(items):
-            counts["duplicate_key"] += 1
-        return obj
-
-    return json.loads(data, object_pairs_hook=pairs)
 
 
 def _split_events(array: bytes) -> list[bytes]:
     """The text of ``[e1, e2, ...]`` cut at the commas between events: libkineto's separator, else ``}, {``."""
     body = array.strip()[1:-1]
     commas = [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), body)]
-    commas = commas or [m.end(1) for m in _COMPACT_BOUNDARY.finditer(body)]
+    commas = commas or [m.end(1) for m in COMPACT_BOUNDARY.finditer(body)]
     starts = [0, *(comma + 1 for comma in commas)]
     return [body[start:end] for start, end in zip(starts, [*commas, len(body)], strict=True)]
 
