@@ -11,7 +11,7 @@ means the event was kept, with what could not be read set to null.
 | ``duplicate_key`` | warning | a JSON object repeats a key: the last value is kept |
 | ``invalid_surrogate`` | warning | a ``\\ud800``-style escape without its pair: replaced by U+FFFD |
 | ``nan_token`` | warning | ``ts``/``dur`` is ``NaN`` or ``Infinity`` (not JSON): null |
-| ``bad_number`` | warning | ``ts``/``dur`` is a number beyond ±4e15 µs (``1e30``, 30 digits): null |
+| ``bad_number`` | warning | ``ts``/``dur`` is a number of 2^62 ns (4.6e15 µs) or more (``1e30``, 30 digits): null |
 | ``bad_type`` | warning | ``ts``/``dur`` is a string, boolean, list or object: null |
 | ``bad_arg`` | warning | ``args.grid``/``args.block`` is a string holding no JSON: null |
 | ``missing_ph`` | warning | an event has no ``ph``: kept in ``other_events`` |
@@ -36,7 +36,7 @@ CODES: dict[str, tuple[str, str]] = {
     "invalid_surrogate": ("warning", "lone UTF-16 surrogate escapes were replaced by U+FFFD"),
     "invalid_utf8": ("error", "invalid UTF-8 byte sequences were replaced by U+FFFD"),
     "nan_token": ("warning", "events have a ts or dur of NaN or Infinity (not JSON): read as null"),
-    "bad_number": ("warning", "events have a ts or dur beyond ±4e15 µs: read as null"),
+    "bad_number": ("warning", "events have a ts or dur of 4.6e15 µs or more: read as null"),
     "bad_type": ("warning", "events have a ts or dur that is not a number: read as null"),
     "bad_arg": ("warning", "events have an args.grid or args.block string that holds no JSON: read as null"),
     "missing_ph": ("warning", "events have no ph: kept in other_events"),
