@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import PARSER_VERSION
+from pipelines.checks import DROPPED_CODES
 from pipelines.identity import TraceFile, claim_rank
 from pipelines.lake import Lake, Manifest, new_version
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
@@ -87,7 +88,7 @@ class StagedTrace:
 def _status(parsed: ParsedTrace) -> str:
     if parsed.event_count == 0:
         return "failed"
-    if any(i.code in ("salvaged_events", "unparseable_events") for i in parsed.issues):
+    if any(i.code in ("salvaged_events", "unparseable_events", *DROPPED_CODES) for i in parsed.issues):
         return "partial"
     return "ok"
 
@@ -189,7 +190,7 @@ def stage_trace(
     Runs anywhere (a thread, a process, a pod): only the returned summary travels to :func:`commit_run`.
     """
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix=f"tracelake-{trace.run_id}-{trace.trace_id}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"tracelake-{trace.run_id[:24]}-{trace.trace_id[:24]}-") as tmp:
         parsed = _parse(trace, source_options, Path(tmp), settings or ParseSettings())
         files = {
             table: lake.upload("raw", trace.run_id, version, table, trace.trace_id, local)
