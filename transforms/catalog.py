@@ -106,7 +106,8 @@ def open_lake_polars(url: str, options: dict[str, Any] | None = None) -> dict[st
     frames = {}
     for layer in LAYERS:
         for table, urls in sorted(lake.committed_files(layer).items()):
-            frame = pl.scan_parquet(urls, hive_partitioning=True, missing_columns="insert",
+            frame = pl.scan_parquet(urls, hive_partitioning=True, hive_schema={"run_id": pl.String},
+                                    missing_columns="insert",
                                     extra_columns="ignore", storage_options=scan_options)
             frames[table] = frame.select("run_id", pl.exclude("run_id"))
     return frames

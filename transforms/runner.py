@@ -68,7 +68,8 @@ def read_files_sql(
         else:
             con.execute(f"set variable files_{name}_{index} = $urls", {"urls": files}).fetchall()
             listed = f"getvariable('files_{name}_{index}')"
-        options = ", hive_partitioning = true" if hive else ""
+        # run_id is text whatever the folder looks like: inferred, ``run_id=2024-01-01`` reads as a DATE
+        options = ", hive_partitioning = true, hive_types = {'run_id': 'VARCHAR'}" if hive else ""
         options += "" if same_schema else ", union_by_name = true"
         reads.append(f"select * from read_parquet({listed}{options})")
     return " union all by name ".join(reads)
