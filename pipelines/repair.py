@@ -22,28 +22,43 @@ from pipelines.jsonstream import COMPACT_BOUNDARY, KINETO_BOUNDARY, repair_surro
 _XYZ_ARGS = ("grid", "block")
 
 
-def _split_events(array: bytes) -> list[bytes]:
-    """The text of ``[e1, e2, ...]`` cut at the commas between events: libkineto's separator, else ``}, {``."""
-    body = array.strip()[1:-1]
-    commas = [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), body)]
-    commas = commas or [m.end(1) for m in COMPACT_BOUNDARY.finditer(body)]
+def _cut_at(body: bytes, commas: list[int]) -> list[bytes]:
     starts = [0, *(comma + 1 for comma in commas)]
     return [body[start:end] for start, end in zip(starts, [*commas, len(body)], strict=True)]
 
 
+def _entries(piece: bytes, counts: Counter[str]) -> list[Any]:
+    """The entries of ``piece`` (``{...}, 42, {...}``, read as an array), else of each of its
+    ``}, {``-separated parts that decodes; a part that does not is counted as a malformed event."""
+    try:
+        return tolerant_loads(b"[" + piece + b"]", counts)
+    except ValueError:
+        pass
+    entries = []
+    for part in _cut_at(piece, [m.end(1) for m in COMPACT_BOUNDARY.finditer(piece)]):
+        try:
+            entries += tolerant_loads(b"[" + part + b"]", counts)
+        except ValueError:
+            counts["malformed_event"] += 1
+    return entries
+
+
 def _decode_events(data: bytes, counts: Counter[str]) -> list[Any]:
-    """The entries of the JSON array ``data``; where the text is broken, those of each event that decodes."""
+    """The entries of the JSON array ``data``; where its text is broken, those of each event that decodes.
+
+    Broken text is cut at libkineto's separator between events, which no event contains (see
+    :mod:`pipelines.jsonstream`), then at ``}, {``, which a string might: that costs at most the
+    events around it.
+    """
     try:
         items = tolerant_loads(data, counts)
         return items if isinstance(items, list) else [items]
     except ValueError:
         pass
+    body = data.strip()[1:-1]
     items = []
-    for piece in _split_events(data):
-        try:  # a piece may hold several entries (``{...}, 42, {...}``): read it as an array
-            items += tolerant_loads(b"[" + piece + b"]", counts)
-        except ValueError:
-            counts["malformed_event"] += 1
+    for piece in _cut_at(body, [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), body)]):
+        items += _entries(piece, counts)
     return items
 
 
