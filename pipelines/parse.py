@@ -21,7 +21,9 @@ import duckdb
 import fsspec
 
 from pipelines.identity import RankClaim, TraceFile, claim_rank
-from pipelines.checks import BAD_TIMES, CHUNK_CHECKS, CODES, NEGATIVE_BYTES, bad_time_counts, message
+from pipelines.checks import (
+    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, NEGATIVE_BYTES, bad_time_counts, message,
+)
 from pipelines.jsonstream import EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
@@ -376,7 +378,8 @@ def parse_trace(
         parsed.event_count = loader.count
         parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message, p.count) for p in envelope.problems]
         parsed.issues += loader.issues
-        if envelope.has_events_key and loader.count == 0 and not envelope.problems:
+        dropped = any(loader.counts[code] for code in DROPPED_CODES)  # reported as what they were
+        if envelope.has_events_key and loader.count == 0 and not envelope.problems and not dropped:
             parsed.issues.append(_trace_issue(trace, "error", "no_events", "trace has no events"))
         if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             message = f"salvaged {loader.count} complete events from the damaged trace"
