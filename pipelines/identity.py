@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,9 @@ _RANK_IN_NAME = (
     re.compile(r"_(\d+)\."),
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Ids name lake folders and files (``run_id=<id>/<version>-<trace_id>.parquet``): short enough for
+# any file system's 255-byte names, with room for the rest of the name.
+_MAX_ID = 100
 
 
 @dataclass(frozen=True)
@@ -42,20 +46,32 @@ def is_trace_file(name: str) -> bool:
     return lower.endswith(TRACE_SUFFIXES) and not name.startswith((".", "_"))
 
 
+def safe_id(name: str) -> str:
+    """``name`` itself where it is short and safe in paths, SQL and Hive partitions
+    (``[A-Za-z0-9._-]``); otherwise its safe characters, cut short if need be, with ``-`` and a
+    hash of ``name`` appended, so that names that differ get ids that differ (``coll a`` →
+    ``coll_a-<hash>``, apart from a folder ``coll_a``)."""
+    if name and len(name) <= _MAX_ID and not _UNSAFE.search(name) and name.strip("."):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{_UNSAFE.sub('_', name)[: _MAX_ID - 9]}-{digest}"
+
+
 def trace_id_for(file_name: str) -> str:
-    """The file name without ``.json``/``.json.gz``, made safe for file names and SQL."""
+    """The file name without ``.json``/``.json.gz``, made safe by :func:`safe_id`."""
     lower = file_name.lower()
     for suffix in TRACE_SUFFIXES:
         if lower.endswith(suffix):
             file_name = file_name[: -len(suffix)]
             break
-    return _UNSAFE.sub("_", file_name) or "trace"
+    return safe_id(file_name)
 
 
 def run_id_for(relative_dir: str, source_name: str) -> str:
-    """``relative_dir`` with ``/`` as ``.``, or the source folder's name when the files sit at its top."""
+    """``relative_dir`` with ``/`` as ``.``, or the source folder's name when the files sit at its top,
+    made safe by :func:`safe_id`."""
     parts = [p for p in relative_dir.strip("/").split("/") if p]
-    return _UNSAFE.sub("_", ".".join(parts) if parts else source_name) or "run"
+    return safe_id(".".join(parts) if parts else source_name)
 
 
 def rank_from_file_name(file_name: str) -> int | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import PARSER_VERSION
+from pipelines.checks import DROPPED_CODES
 from pipelines.identity import TraceFile, claim_rank
 from pipelines.lake import Lake
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
@@ -97,7 +98,7 @@ class StagedRun:
 def _status(parsed: ParsedTrace) -> str:
     if parsed.event_count == 0:
         return "failed"
-    if any(i.code in ("salvaged_events", "unparseable_events") for i in parsed.issues):
+    if any(i.code in ("salvaged_events", "unparseable_events", *DROPPED_CODES) for i in parsed.issues):
         return "partial"
     return "ok"
 

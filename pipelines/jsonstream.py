@@ -9,8 +9,10 @@ parsed in bounded pieces without a byte-by-byte scan in Python. Traces written b
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -18,10 +20,17 @@ from typing import IO, Any
 import orjson
 from isal import isal_zlib
 
+from pipelines.checks import CODES, message
+
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 KINETO_BOUNDARY = b"\n  },\n  {"
 _KINETO_EVENTS_END = b"\n  }\n  ]"
-_COMPACT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+COMPACT_BOUNDARY = re.compile(rb"\}(\s*),\s*\{")  # group 1 ends where the comma is
+# An escaped backslash (kept, so that ``\\ud800`` is not read as an escape), a valid surrogate
+# pair (kept), or a lone surrogate escape (group 1: replaced).
+_SURROGATE_ESCAPE = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
 _READ_BLOCK = 8 << 20
 _STREAM_ERRORS = (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
 
@@ -33,6 +42,7 @@ class StreamProblem:
     code: str
     message: str
     severity: str = "error"
+    count: int = 1
 
 
 @dataclass
@@ -108,6 +118,38 @@ def sanitize_utf8(data: bytes) -> tuple[bytes, int]:
     text = data.decode("utf-8", errors="replace")
     replaced = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
     return text.encode("utf-8"), replaced
+
+
+def repair_surrogates(data: bytes) -> tuple[bytes, int]:
+    """``data`` with each lone UTF-16 surrogate escape replaced by ``\\ufffd``, and how many there were."""
+    count = 0
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        nonlocal count
+        if match.group(1) is None:
+            return match.group(0)
+        count += 1
+        return b"\\ufffd"
+
+    if b"\\u" not in data:
+        return data, 0
+    return _SURROGATE_ESCAPE.sub(replace, data), count
+
+
+def tolerant_loads(data: bytes, counts: Counter[str]) -> Any:
+    """Decode JSON that may repeat keys or hold ``NaN``, counting repeated keys into ``counts``.
+
+    Raises:
+        ValueError: when ``data`` is not JSON even so.
+    """
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)  # the last value of a repeated key wins, as in orjson
+        if len(obj) != len(items):
+            counts["duplicate_key"] += 1
+        return obj
+
+    return json.loads(data, object_pairs_hook=pairs)
 
 
 class EventChunker:
@@ -201,12 +243,25 @@ class EventChunker:
                 return
         tail = bytes(memoryview(self._events)[1:])  # without the "[" put in front
         self._events = bytearray()
+        problems = len(self.envelope.problems)
         document = self._decode(prefix + tail)
+        as_written = len(self.envelope.problems) == problems  # not repaired on the way
+        if document is None:
+            document, as_written = self._decode_tolerant(prefix + tail), False
         if isinstance(document, dict) and isinstance(document.get("traceEvents"), list):
+            events_last = list(document)[-1] == "traceEvents"
             events = document.pop("traceEvents")
             self.envelope.metadata = document
-            if events:
+            if not events:
+                return
+            body = tail.rstrip().removesuffix(b"}").rstrip()
+            if as_written and events_last and body.endswith(b"]"):
+                # The events as written, so that the parser sees each bad one (a repeated key) itself.
+                yield b"[" + body
+            elif as_written:  # orjson keeps the last value of a repeated key, unreported
                 yield orjson.dumps(events)
+            else:  # NaN stays NaN for DuckDB's reader to report; orjson would write null
+                yield json.dumps(events, ensure_ascii=False).encode("utf-8")
             return
         if not any(p.code.startswith(("truncated", "corrupt")) for p in self.envelope.problems):
             self._problem("truncated_json", f"JSON ends early or is malformed after byte {self.envelope.bytes_read}")
@@ -249,6 +304,21 @@ class EventChunker:
             return document
         return None
 
+    def _decode_tolerant(self, data: bytes) -> Any:
+        """Decode JSON that orjson refused for bad events alone (``NaN``, lone surrogate escapes,
+        repeated keys), recording what was repaired; None if the text itself is broken."""
+        counts: Counter[str] = Counter()
+        data, counts["invalid_utf8"] = sanitize_utf8(data)
+        data, counts["invalid_surrogate"] = repair_surrogates(data)
+        try:
+            document = tolerant_loads(data, counts)
+        except ValueError:
+            return None
+        for code, count in counts.items():
+            if count:
+                self.envelope.problems.append(StreamProblem(code, message(code, count), CODES[code][0], count))
+        return document
+
     def _salvage(self, tail: bytes) -> bytes | None:
         """The longest run of whole events at the start of ``tail``, as a JSON array."""
         return longest_event_prefix(tail, self._decode)
@@ -261,7 +331,7 @@ def longest_event_prefix(events: bytes, decode: Callable[[bytes], Any]) -> bytes
     search over event boundaries needs O(log n) decodes.
     """
     ends = [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), events)]
-    ends = ends or [m.start() + 1 for m in _COMPACT_BOUNDARY.finditer(events)]
+    ends = ends or [m.start() + 1 for m in COMPACT_BOUNDARY.finditer(events)]
     best, low, high = None, 0, len(ends) - 1
     while low <= high:
         middle = (low + high) // 2

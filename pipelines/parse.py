@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,9 +21,13 @@ import duckdb
 import fsspec
 
 from pipelines.identity import RankClaim, TraceFile, claim_rank
-from pipelines.jsonstream import EventChunker, open_decompressed, sanitize_utf8
+from pipelines.checks import (
+    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, NEGATIVE_BYTES, bad_time_counts, message,
+)
+from pipelines.jsonstream import EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
+from pipelines.repair import repair_events
 from pipelines.rows import sql_path, write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
 from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
@@ -98,14 +102,22 @@ _SOURCE_ROUTES: dict[str, tuple[str, ...]] = {
     **{table: (table,) for table in RAW_TABLE_COLUMNS},
     "steps": ("cpu_ops", "annotations"),  # STEPS_FILTER's categories
 }
-_EXTENT = """
+# The chunk's extent (four times), then the number of events failing each of CHUNK_CHECKS.
+_EXTENT_AND_CHECKS = f"""
     select
         min(ts_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
         max(ts_ns + dur_ns) filter (where route = 'profiler_spans' and name like 'PyTorch Profiler%'),
         min(ts_ns) filter (where ph in ('X', 'i', 'I')),
-        max(ts_ns + coalesce(dur_ns, 0)) filter (where ph in ('X', 'i', 'I'))
+        max(ts_ns + coalesce(dur_ns, 0)) filter (where ph in ('X', 'i', 'I')),
+        {", ".join(f"count(*) filter (where {condition})" for condition in CHUNK_CHECKS.values())}
     from chunk
 """
+# How a chunk is loaded: as written (the fast path), after repair, or not at all.
+_ATTEMPTS = ("as_written", "repaired", "dropped")
+
+
+class _NeedsRepair(Exception):
+    """The chunk decoded, but has entries that may be ``null`` (a row of nulls to DuckDB's reader)."""
 
 
 @dataclass
@@ -113,6 +125,9 @@ class _ChunkResult:
     count: int = 0
     extent: tuple[Any, Any, Any, Any] = (None, None, None, None)
     issues: list[QualityIssue] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    """Events per quality code (pipelines.checks)."""
+    examples: dict[str, str] = field(default_factory=dict)
 
 
 class _EventLoader:
@@ -136,6 +151,8 @@ class _EventLoader:
         self._extent: list[tuple[Any, Any, Any, Any]] = []
         self.count = 0
         self.issues: list[QualityIssue] = []
+        self.counts: Counter[str] = Counter()
+        self._examples: dict[str, str] = {}
         for table in _STAGE_QUERIES:
             (self._parts / table).mkdir(parents=True, exist_ok=True)
 
@@ -172,59 +189,97 @@ class _EventLoader:
         self.count += result.count
         self._extent.append(result.extent)
         self.issues += result.issues
+        self.counts += result.counts
+        self._examples = result.examples | self._examples
+
+    def quality_issues(self) -> list[QualityIssue]:
+        """One issue per quality code met in any chunk, with its event count."""
+        return [
+            self._issue(CODES[code][0], code, message(code, count, self._examples.get(code)), count)
+            for code, count in self.counts.items()
+            if count
+        ]
 
     def _load_chunk(
         self, index: int, path: Path, offset: Future[int], next_offset: Future[int]
     ) -> _ChunkResult:
-        """Decode one chunk file and write its rows to each table's part ``index``."""
-        result = _ChunkResult()
+        """Decode one chunk file and write its rows to each table's part ``index``.
+
+        The chunk is loaded as written; should DuckDB refuse it, a table's rows fail to come out of
+        it, or an entry lack ``ph`` (a ``null`` entry reads as a row of nulls), it is repaired
+        (:func:`pipelines.repair.repair_events`) and loaded again, and failing that dropped with an
+        ``unparseable_events`` error. So only a bad chunk pays for a repair.
+        """
+        error: Exception | None = None
         try:
             with self._con.cursor() as cur:
-                self._decode(cur, path, result)
-                routed = dict(cur.execute("select route, count(*) from chunk group by route").fetchall())
-                result.count = sum(routed.values())
-                first = offset.result()
-                next_offset.set_result(first + result.count)
-                for table, query in _STAGE_QUERIES.items():
-                    # An empty part costs a statement (~4 ms); the first chunk writes every table
-                    # all the same, so that each has its columns.
-                    if index and not any(routed.get(route) for route in _SOURCE_ROUTES[table]):
-                        continue
-                    part = self._parts / table / f"{index:06d}.parquet"
-                    # uncompressed: a part is read once, moments later, so compressing it is CPU for nothing
-                    copy = f"copy ({query}) to {sql_path(part)} (format parquet, compression uncompressed)"
-                    cur.execute(copy, {"offset": first})
-                result.extent = cur.execute(_EXTENT).fetchone()
+                for attempt in _ATTEMPTS:
+                    result = _ChunkResult()
+                    try:
+                        self._load_attempt(cur, attempt, index, path, offset, next_offset, result, error)
+                        return result
+                    except (duckdb.Error, _NeedsRepair) as exc:
+                        if attempt == _ATTEMPTS[-1]:
+                            raise
+                        error = exc
+                        for part in self._parts.glob(f"*/{index:06d}.parquet"):
+                            part.unlink()
         except BaseException as exc:
             if not next_offset.done():  # the next chunk waits on this one's count: let it fail too
                 next_offset.set_exception(exc)
             raise
         finally:
             path.unlink(missing_ok=True)
-        return result
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _decode(self, cur: duckdb.DuckDBPyConnection, path: Path, result: _ChunkResult) -> None:
-        """Decode ``path`` into ``chunk``; repair invalid UTF-8, and record a chunk that cannot be decoded."""
-        try:
-            self._read_json(cur, path)
-            return
-        except duckdb.Error as exc:
-            error = exc
-        data = path.read_bytes()
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            repaired, replaced = sanitize_utf8(data)
-            path.write_bytes(repaired)
-            self._read_json(cur, path)
-            result.issues.append(self._issue("error", "invalid_utf8",
-                                             f"{replaced} invalid UTF-8 byte sequences replaced by U+FFFD"))
-            return
-        result.issues.append(
-            self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
-        )
-        path.write_bytes(b"[]")
+    def _load_attempt(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        attempt: str,
+        index: int,
+        path: Path,
+        offset: Future[int],
+        next_offset: Future[int],
+        result: _ChunkResult,
+        error: Exception | None,
+    ) -> None:
+        """One attempt of :meth:`_load_chunk`.
+
+        The next chunk's first ``event_idx`` is handed on before the tables are written; a later
+        attempt only ever drops events, so event_idx may skip numbers but never repeats one.
+        """
+        if attempt == "repaired":
+            data, result.counts = repair_events(path.read_bytes())
+            path.write_bytes(data)
+        elif attempt == "dropped":
+            path.write_bytes(b"[]")
+            result.issues.append(
+                self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
+            )
         self._read_json(cur, path)
+        extent_and_checks = cur.execute(_EXTENT_AND_CHECKS).fetchone()
+        result.extent = extent_and_checks[:4]
+        checks = dict(zip(CHUNK_CHECKS, extent_and_checks[4:], strict=True))
+        if attempt == "as_written" and checks["missing_ph"]:
+            raise _NeedsRepair
+        if checks.pop("bad_time"):
+            counts, result.examples = bad_time_counts(cur.execute(BAD_TIMES).fetchall())
+            result.counts += counts
+        result.counts += Counter(checks)
+        routed = dict(cur.execute("select route, count(*) from chunk group by route").fetchall())
+        result.count = sum(routed.values())
+        first = offset.result()
+        if not next_offset.done():
+            next_offset.set_result(first + result.count)
+        for table, query in _STAGE_QUERIES.items():
+            # An empty part costs a statement (~4 ms); the first chunk writes every table
+            # all the same, so that each has its columns.
+            if index and not any(routed.get(route) for route in _SOURCE_ROUTES[table]):
+                continue
+            part = self._parts / table / f"{index:06d}.parquet"
+            # uncompressed: a part is read once, moments later, so compressing it is CPU for nothing
+            copy = f"copy ({query}) to {sql_path(part)} (format parquet, compression uncompressed)"
+            cur.execute(copy, {"offset": first})
 
     @staticmethod
     def _read_json(cur: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -232,8 +287,8 @@ class _EventLoader:
             f"""
             create or replace temp table chunk as
             select {ROUTE} as route, * exclude (lcat, ts, dur),
-                   {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
-            from (select lower(cat) as lcat, *
+                   if(ts_ns is null, ts, null) as bad_ts, if(dur_ns is null, dur, null) as bad_dur
+            from (select lower(cat) as lcat, *, {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
                   from read_json($file, format = 'array', columns = $columns,
                                  maximum_object_size = {_MAX_EVENT_BYTES}))
             """,
@@ -277,8 +332,14 @@ class _EventLoader:
             used = {name: value for name, value in params.items() if f"${name}" in select}
             cur.execute(f"copy ({select}) to {sql_path(path)} (format parquet, compression zstd)", used)
 
-    def _issue(self, severity: str, code: str, message: str) -> QualityIssue:
-        return _trace_issue(self._trace, severity, code, message)
+    def _issue(self, severity: str, code: str, text: str, count: int = 1) -> QualityIssue:
+        return _trace_issue(self._trace, severity, code, text, count)
+
+    def check_tables(self, parsed: ParsedTrace) -> None:
+        """Checks over whole tables, once they are written (``negative_bytes``)."""
+        memory = sql_path(parsed.table_files["memory_events"])
+        with self._con.cursor() as cur:
+            self.counts["negative_bytes"] += cur.execute(NEGATIVE_BYTES.format(table=memory)).fetchone()[0]
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:
@@ -316,9 +377,10 @@ def parse_trace(
         metadata = envelope.metadata
         parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
         parsed.event_count = loader.count
-        parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message) for p in envelope.problems]
+        parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message, p.count) for p in envelope.problems]
         parsed.issues += loader.issues
-        if envelope.has_events_key and loader.count == 0 and not envelope.problems:
+        dropped = any(loader.counts[code] for code in DROPPED_CODES)  # reported as what they were
+        if envelope.has_events_key and loader.count == 0 and not envelope.problems and not dropped:
             parsed.issues.append(_trace_issue(trace, "error", "no_events", "trace has no events"))
         if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             message = f"salvaged {loader.count} complete events from the damaged trace"
@@ -335,6 +397,8 @@ def parse_trace(
         outdir = workdir / "tables"
         outdir.mkdir(exist_ok=True)
         loader.write_tables(parsed, outdir)
+        loader.check_tables(parsed)
+        parsed.issues += loader.quality_issues()
         _write_metadata_tables(metadata, parsed, outdir)
     finally:
         con.close()

@@ -112,7 +112,6 @@ EVENT_COLUMNS: dict[str, str] = {
 }
 
 
-
 def time_ns(column: str) -> str:
     """Exact integer nanoseconds from the µs text ``column``, rounded to whole ns as a decimal cast does.
 
@@ -122,11 +121,16 @@ def time_ns(column: str) -> str:
     of such text exactly (a fuzz of 300k numbers agreed with the general cast up to 19
     characters, and disagreed from 20). Longer text (legacy absolute-µs times) and exponent forms
     (``1e3e3`` does not cast) take the general cast.
+
+    Text that is no number, or a time of 2^62 ns (4.6e15 µs, 146 years) or more, gives NULL
+    rather than an error: the parser reports such values (:mod:`pipelines.checks`) and keeps the
+    event. The bound keeps ``ts_ns + dur_ns`` within int64; it is checked as the ``* 2000`` cast's
+    overflow, halved exactly after: a ``case`` on the value costs 50x more, on every row.
     """
     return (
         f"coalesce(case when length({column}) <= 18"
         f" then try_cast({column} || 'e3' as DECIMAL(18,0))::bigint end,"
-        f" cast(cast({column} as DECIMAL(22,3)) * 1000 as bigint))"
+        f" try_cast(try_cast({column} as DECIMAL(22,3)) * 2000 as bigint) // 2)"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
@@ -12,6 +14,15 @@ import fsspec
 
 from pipelines.identity import TraceFile, is_trace_file, run_id_for, trace_id_for
 from pipelines.storage import filesystem, full_url
+
+log = logging.getLogger(__name__)
+
+
+class RunIdCollision(FileExistsError):
+    """Two folders under a source would be the same run (``a/b`` and ``a.b``): neither is ingested.
+
+    A ``FileExistsError`` so that the command line shows it as one line, as it does storage errors.
+    """
 
 
 @dataclass(frozen=True)
@@ -60,20 +71,46 @@ def _modified(info: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _follow_link(fs: fsspec.AbstractFileSystem, path: str, info: dict[str, Any]) -> dict[str, Any]:
+    """The info of the file a symbolic link points to (a local listing reports the link itself);
+    a link to no file is reported and skipped."""
+    if not info.get("islink"):
+        return info
+    target = os.path.realpath(path)
+    if os.path.isfile(target):
+        return {**fs.info(target), "name": path}
+    log.warning("skipped %s: a symbolic link to %s, which is not a file", path, info.get("destination", target))
+    return info
+
+
 def group_runs(fs: fsspec.AbstractFileSystem, root: str, files: dict[str, dict[str, Any]]) -> list[RunSource]:
-    """Group listed files (path → fsspec info with ``size`` and ``ETag``/``mtime``) under ``root`` into runs."""
+    """Group listed files (path → fsspec info with ``size`` and ``ETag``/``mtime``) under ``root`` into runs.
+
+    Raises:
+        RunIdCollision: when two folders would get the same ``run_id``.
+    """
     by_dir: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for path, info in files.items():
         rel = posixpath.relpath(path, root)
-        if info.get("type", "file") == "file" and is_trace_file(posixpath.basename(path)):
+        if not is_trace_file(posixpath.basename(path)):
+            continue
+        info = _follow_link(fs, path, info)
+        if info.get("type", "file") == "file":
             if any(part.startswith((".", "_")) for part in rel.split("/")[:-1]):
                 continue
             by_dir[posixpath.dirname(rel) if "/" in rel else ""].append((path, info))
     source_name = posixpath.basename(root.rstrip("/")) or "run"
     runs = []
+    folders: dict[str, str] = {}
     for rel_dir, entries in sorted(by_dir.items()):
         entries.sort(key=lambda e: e[0])
         run_id = run_id_for(rel_dir, source_name)
+        if run_id in folders:
+            raise RunIdCollision(
+                f"folders {folders[run_id] or '.'!r} and {rel_dir!r} under {root} would both be run {run_id!r}:"
+                " rename one"
+            )
+        folders[run_id] = rel_dir
         ids = _unique_trace_ids([posixpath.basename(p) for p, _ in entries])
         traces = tuple(
             TraceFile(

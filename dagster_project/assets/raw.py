@@ -7,10 +7,12 @@ staged files and commits raw and analysis tables in one transaction; a run that 
 tables alone commits them at once (dropping the run's analysis tables, which described the old version).
 """
 
+import hashlib
 import re
 from dataclasses import dataclass, replace
 
 import dagster as dg
+from dagster._core.definitions.utils import is_valid_name  # the check DynamicOutput applies to mapping keys
 
 from dagster_project.partitions import trace_runs
 from dagster_project.progress import progress_log
@@ -80,11 +82,16 @@ def _find_run(run_id: str, config: RawIngestConfig, source: TraceSourceResource)
 
 
 def mapping_keys(trace_ids: list[str]) -> list[str]:
-    """Step mapping keys (``[A-Za-z0-9_]``) named after the trace ids, suffixed where two would collide."""
+    """Step mapping keys named after the trace ids, valid whatever the ids: ``[A-Za-z0-9_]``, none of
+    the names Dagster reserves (``config``, ``context``, Python keywords), at most 64 characters;
+    an id that must change for that gets a hash of itself appended, and keys that would collide
+    a number."""
     keys: list[str] = []
     for trace_id in trace_ids:
-        base = key = re.sub(r"\W", "_", trace_id, flags=re.ASCII)
-        n = 1
+        base = re.sub(r"\W", "_", trace_id, flags=re.ASCII)
+        if len(base) > 64 or not is_valid_name(base):
+            base = f"{base[:55]}_{hashlib.sha256(trace_id.encode()).hexdigest()[:8]}"
+        key, n = base, 1
         while key in keys:
             n += 1
             key = f"{base}_{n}"

@@ -1,0 +1,97 @@
+"""What the parser reports about bad events: the quality codes, and the SQL that finds them.
+
+Every code below is one row of ``quality_issues`` per trace, with the number of events (or JSON
+objects, for ``duplicate_key``) it concerns. An ``error`` means events were lost; a ``warning``
+means the event was kept, with what could not be read set to null.
+
+| code | severity | meaning |
+|---|---|---|
+| ``not_an_object`` | error | an entry of ``traceEvents`` is a number, string, ``null`` or list: dropped |
+| ``malformed_event`` | error | an event's text is not JSON (and not one of the cases below): dropped |
+| ``duplicate_key`` | warning | a JSON object repeats a key: the last value is kept |
+| ``invalid_surrogate`` | warning | a ``\\ud800``-style escape without its pair: replaced by U+FFFD |
+| ``nan_token`` | warning | ``ts``/``dur`` is ``NaN`` or ``Infinity`` (not JSON): null |
+| ``bad_number`` | warning | ``ts``/``dur`` is a number of 2^62 ns (4.6e15 µs) or more (``1e30``, 30 digits): null |
+| ``bad_type`` | warning | ``ts``/``dur`` is a string, boolean, list or object: null |
+| ``bad_arg`` | warning | ``args.grid``/``args.block`` is a string holding no JSON: null |
+| ``missing_ph`` | warning | an event has no ``ph``: kept in ``other_events`` |
+| ``missing_ts`` | warning | an event of a timed phase (any but ``M``) has no ``ts`` |
+| ``missing_dur`` | warning | a complete (``X``) event has no ``dur`` |
+| ``negative_ts`` / ``negative_dur`` | warning | ``ts`` / ``dur`` below zero, kept as written |
+| ``negative_bytes`` | warning | a ``[memory]`` event's ``Total Allocated``/``Total Reserved`` is below zero (a negative ``Bytes`` is a free, and fine) |
+
+``NaN`` in ``args`` is read as DuckDB reads it (NaN for a DOUBLE key, null for an integer one),
+unreported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+CODES: dict[str, tuple[str, str]] = {
+    "not_an_object": ("error", "entries of traceEvents are not JSON objects (a number, string, null or list): dropped"),
+    "malformed_event": ("error", "events are not valid JSON: dropped"),
+    "duplicate_key": ("warning", "JSON objects repeat a key: the last value was kept"),
+    "invalid_surrogate": ("warning", "lone UTF-16 surrogate escapes were replaced by U+FFFD"),
+    "invalid_utf8": ("error", "invalid UTF-8 byte sequences were replaced by U+FFFD"),
+    "nan_token": ("warning", "events have a ts or dur of NaN or Infinity (not JSON): read as null"),
+    "bad_number": ("warning", "events have a ts or dur of 4.6e15 µs or more: read as null"),
+    "bad_type": ("warning", "events have a ts or dur that is not a number: read as null"),
+    "bad_arg": ("warning", "events have an args.grid or args.block string that holds no JSON: read as null"),
+    "missing_ph": ("warning", "events have no ph: kept in other_events"),
+    "missing_ts": ("warning", "events have no ts"),
+    "missing_dur": ("warning", "complete (X) events have no dur"),
+    "negative_ts": ("warning", "events have a negative ts"),
+    "negative_dur": ("warning", "events have a negative dur"),
+    "negative_bytes": ("warning", "[memory] events have a negative Total Allocated or Total Reserved"),
+}
+
+DROPPED_CODES = frozenset(code for code, (severity, _) in CODES.items() if severity == "error") - {"invalid_utf8"}
+"""Codes that mean events of the trace were lost."""
+
+# Per code: the condition, over ``chunk`` (pipelines.parse), that an event has that problem.
+# ``bad_ts``/``bad_dur`` hold the text of a ts/dur that did not read as a time, else null.
+CHUNK_CHECKS: dict[str, str] = {
+    "bad_time": "bad_ts is not null or bad_dur is not null",
+    "missing_ph": "ph is null",
+    "missing_ts": "ts_ns is null and bad_ts is null and ph <> 'M'",
+    "missing_dur": "ph = 'X' and dur_ns is null and bad_dur is null",
+    "negative_ts": "ts_ns < 0",
+    "negative_dur": "dur_ns < 0",
+}
+BAD_TIMES = "select bad_ts, bad_dur from chunk where bad_ts is not null or bad_dur is not null"
+
+NEGATIVE_BYTES = "select count(*) from {table} where total_allocated_bytes < 0 or total_reserved_bytes < 0"
+"""Over the ``memory_events`` table's file."""
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_NON_FINITE = {"nan", "inf", "infinity"}
+
+
+def time_code(text: str) -> str:
+    """Why a ts/dur ``text`` did not read as a time: ``nan_token``, ``bad_number`` or ``bad_type``."""
+    if text.lower().lstrip("+-") in _NON_FINITE:
+        return "nan_token"
+    return "bad_number" if _NUMBER.fullmatch(text.strip()) else "bad_type"
+
+
+def bad_time_counts(rows: list[tuple[str | None, str | None]]) -> tuple[Counter[str], dict[str, str]]:
+    """Events per code among ``(bad_ts, bad_dur)`` rows, and one example of each code (``ts='abc'``)."""
+    counts: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for row in rows:
+        codes = {}
+        for field, text in zip(("ts", "dur"), row, strict=True):
+            if text is not None:
+                codes.setdefault(time_code(text), f"{field}={text[:40]!r}")
+        for code, example in codes.items():
+            counts[code] += 1
+            examples.setdefault(code, example)
+    return counts, examples
+
+
+def message(code: str, count: int, example: str | None = None) -> str:
+    """The quality issue's message: how many, what, and an example where there is one."""
+    text = f"{count} {CODES[code][1]}"
+    return f"{text} (e.g. {example})" if example else text
