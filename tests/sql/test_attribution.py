@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, close, query_model, read_mart  # noqa: E402
+from gpu_marts_helpers import build_lake, close, read_mart  # noqa: E402
 
 ATTRIBUTION_MARTS = {"op_stats_by_shape", "source_stats", "module_stats", "annotation_stats", "op_perf"}
 _FRAME = re.compile(r"^(.+)\((\d+)\): (.*)$")
 
 
-def _profile(out: Path, steps: int, **options) -> "torch.profiler.profile":
+def _profile(out: Path, steps: int, **options):  # -> torch.profiler.profile (torch imports on use)
     """Train TinyViT for ``steps`` steps under the profiler with ``options`` and export ``out``."""
     import torch
     from torch.profiler import ProfilerActivity, profile
