@@ -8,15 +8,14 @@ from pathlib import Path
 import dagster as dg
 
 from tests.cli.conftest import tracelake
-from transforms.catalog import open_lake
+from transforms.catalog import open_lake, table_names
 
 
 def _row_counts(lake: Path) -> dict[str, list[tuple]]:
     con = open_lake(str(lake))
-    views = [row[0] for row in con.execute("select view_name from duckdb_views() where not internal").fetchall()]
     return {
-        view: con.execute(f"select run_id, count(*) from {view} group by run_id order by run_id").fetchall()
-        for view in views
+        table: con.execute(f"select run_id, count(*) from {table} group by run_id order by run_id").fetchall()
+        for table in table_names(con)
     }
 
 
