@@ -61,7 +61,7 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings
     # The models of a GB-sized trace take tens of seconds: say so before, and how long after.
     progress_log.info("  %s: building %d analysis tables", run_id, len(selected))
     started = time.perf_counter()
-    staged = load_staged_run(handle, run_id, context.run.root_run_id or context.run_id)
+    staged = load_staged_run(handle, run_id, context.run.root_run_id or context.run.run_id)
     settings = ingest_settings.mart_settings()
     if staged is not None:
         committed = commit_staged_run(handle, staged, select=selected, settings=settings)

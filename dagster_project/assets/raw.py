@@ -104,7 +104,7 @@ def list_traces(context: dg.OpExecutionContext, config: RawIngestConfig, source:
     """List the run's trace files and start a new version of the run: one parse step per trace."""
     run = _find_run(context.partition_key, config, source)
     # Shared by every re-execution of this Dagster run, so the marts step finds what the parse steps staged.
-    version = context.run.root_run_id or context.run_id
+    version = context.run.root_run_id or context.run.run_id
     yield dg.Output(RunVersion(run, version), output_name="run")
     for trace, key in zip(run.traces, mapping_keys([t.trace_id for t in run.traces]), strict=True):
         yield dg.DynamicOutput(PendingTrace(trace, version), mapping_key=key, output_name="traces")
