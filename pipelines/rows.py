@@ -35,9 +35,13 @@ def sql_path(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def write_rows(path: Path, columns: dict[str, str], rows: list[dict[str, Any]]) -> None:
-    """Write ``rows`` to ``path`` with ``columns`` (name → DuckDB type); a key a row lacks is null."""
+def rows_query(columns: dict[str, str]) -> str:
+    """A SELECT of the Python rows bound to ``$rows`` with ``columns`` (name → DuckDB type); a missing key is null."""
     struct = ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
+    return f"select row.* from (select unnest($rows::struct({struct})[]) as row)"
+
+
+def write_rows(path: Path, columns: dict[str, str], rows: list[dict[str, Any]]) -> None:
+    """Write ``rows`` to ``path`` with ``columns`` (name → DuckDB type)."""
     with small_statements() as con:
-        rows_query = f"select row.* from (select unnest($rows::struct({struct})[]) as row)"
-        con.execute(f"copy ({rows_query}) to {sql_path(path)} (format parquet)", {"rows": rows}).fetchall()
+        con.execute(f"copy ({rows_query(columns)}) to {sql_path(path)} (format parquet)", {"rows": rows}).fetchall()

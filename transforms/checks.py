@@ -25,6 +25,13 @@ class CheckResult:
         """True when the check found no failing rows."""
         return self.failures == 0
 
+    def quality_issue(self) -> dict[str, object]:
+        """The failed check as a ``quality_issues`` row of its run: what it looks for, and the first failing rows."""
+        first = "; ".join(str(row) for row in self.sample[:3])
+        return {"severity": "warning", "code": f"check_failed:{self.mart}:{self.name}",
+                "message": f"check {self.mart}:{self.name} failed on {self.failures} rows: {self.description} "
+                           f"(first: {first})", "count": self.failures}
+
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'

@@ -22,6 +22,8 @@ from pipelines.identity import TraceFile
 from pipelines.ingest import StagedRun, StagedTrace, discard_staging, new_version, stage_run_tables, stage_trace
 from pipelines.lake import Lake
 from pipelines.parse import ParsedTrace, ParseSettings
+from pipelines.quality import QUALITY_COLUMNS
+from pipelines.rows import rows_query
 from pipelines.scratch import scratch_dir
 from pipelines.sources import RunSource
 from pipelines.watch import fingerprint
@@ -55,6 +57,15 @@ def _mart_sources(marts: list[MartResult]) -> dict[str, str]:
     return {f"marts.{m.name}": f"select * exclude (run_id) from {m.name}" for m in marts}
 
 
+def _failed_checks(con: duckdb.DuckDBPyConnection, marts: list[MartResult]) -> str:
+    """A ``union all`` onto the run's quality issues of a row per failed mart check (empty when all passed)."""
+    rows = [check.quality_issue() for mart in marts for check in mart.checks if not check.passed]
+    if not rows:
+        return ""
+    con.execute(f"create temp table failed_checks as {rows_query(QUALITY_COLUMNS)}", {"rows": rows})
+    return " union all by name select * from failed_checks"
+
+
 def _building(lake: Lake, settings: MartSettings, tmp: Path) -> duckdb.DuckDBPyConnection:
     con = lake.connect(threads=settings.threads, memory_limit=settings.memory_limit)
     con.execute("set temp_directory = $dir", {"dir": str(tmp / "spill")})
@@ -74,6 +85,7 @@ def commit_staged_run(
         register_run_tables(con, run_id, staged.files)
         marts = build_marts(con, select=select)
         sources = {f"raw.{table}": f"select * exclude (run_id) from {table}" for table in staged.files}
+        sources["raw.quality_issues"] += _failed_checks(con, marts)
         info = {"version": staged.version, "fingerprint": fingerprint(staged.run.traces), "source": staged.run.url}
         commit = replace_run(con, run_id, sources | _mart_sources(marts), clear=("marts",), info=info)
         expire_old_versions(con, settings.retention)

@@ -53,3 +53,17 @@ def test_every_table_has_rows_for_the_gpu_run(lake: Path) -> None:
         and con.execute(f"select count(*) from {table} where run_id = 'nccl_rank0_of_2'").fetchone()[0] == 0
     ]
     assert empty == []
+
+
+def test_a_failed_check_lands_in_quality_issues_saying_why(lake: Path) -> None:
+    """nccl_rank0_of_2 holds one rank of two: collectives:all_ranks_matched fails, and the run's issues say so."""
+    con = open_lake(str(lake))
+    rows = con.execute(
+        "select severity, count, message from quality_issues "
+        "where run_id = 'nccl_rank0_of_2' and code = 'check_failed:collectives:all_ranks_matched'"
+    ).fetchall()
+    assert len(rows) == 1
+    severity, count, message = rows[0]
+    assert severity == "warning" and count > 0 and "seen on ranks [0] of 2" in message
+    assert con.execute("select count(*) from quality_issues where run_id = 'gloo_ddp' "
+                       "and code like 'check_failed:%'").fetchone() == (0,)
