@@ -130,6 +130,14 @@ class Lake:
         except duckdb.Error:
             return False
 
+    def _missing(self) -> str:
+        """Why there is no lake to read here, and what to do."""
+        if not self.fs.exists(self.root):
+            return (f"{self.url} does not exist: give the folder or URL you ingested into "
+                    f"(tracelake ingest SOURCE --lake {self.url})")
+        return (f"{self.url} holds no tracelake lake (nothing was ingested there): "
+                f"run tracelake ingest SOURCE --lake {self.url} first, or point --lake at the lake")
+
     def check_layout(self) -> None:
         """Raise :class:`LakeError` for a lake written by tracelake 0.1 (per-run manifests), saying how to convert it."""
         if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)) and not self.exists():
@@ -149,10 +157,7 @@ class Lake:
         if read_only:
             self.check_layout()
             if not self.exists():
-                raise LakeError(
-                    f"{self.url} holds no tracelake lake (no catalog at {self.catalog.describe()}): "
-                    f"run tracelake ingest SOURCE --lake {self.url} first, or point --lake at the lake"
-                )
+                raise LakeError(self._missing())
         return self._attach(read_only=read_only, threads=threads, memory_limit=memory_limit)
 
     def _attach(
