@@ -26,4 +26,4 @@ def test_ingest_reports_each_runs_traces_and_analysis_tables(tmp_path: Path, sha
         parsed, building, built = lines[at + 1 : at + 4]
         assert re.fullmatch(rf"  {run_id} rank \d+ rank-0: [\d,]+ events in \d+\.\d s", parsed), done.stdout
         assert building == f"  {run_id}: building {len(MARTS)} analysis tables"
-        assert re.fullmatch(rf"  {run_id}: {len(MARTS)} analysis tables in \d+\.\d s", built), done.stdout
+        assert re.fullmatch(rf"  {run_id}: {len(MARTS)} analysis tables in \d+\.\d s, committed as snapshot \d+", built), done.stdout
