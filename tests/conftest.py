@@ -19,7 +19,9 @@ import s3fs
 from tests.support.databases import PostgresServer, RedisServer, start_postgres, start_redis
 from tests.support.s3 import S3Server, moto_server
 from tests.support.servers import EXAMPLE_TRACES
-from tracelake.workloads import CPU_RUN_ID, GLOO_RUN_ID, profile_gloo_job, profile_single_process
+from tracelake.workloads import (
+    ATTRIBUTION_RUN_ID, CPU_RUN_ID, GLOO_RUN_ID, profile_attribution, profile_gloo_job, profile_single_process,
+)
 
 GLOO_WORLD_SIZE = 2
 REPO = Path(__file__).resolve().parent.parent
@@ -83,6 +85,13 @@ def gloo_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lambda url: profile_gloo_job(url, world_size=GLOO_WORLD_SIZE, uneven=True),
         ranks=GLOO_WORLD_SIZE,
     )
+
+
+@pytest.fixture(scope="session")
+def attribution_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding run ``cpu_vit/``: TinyViT training with stacks, modules, shapes and FLOPs recorded."""
+    root = tmp_path_factory.mktemp("attribution_traces")
+    return _make_run(root, ATTRIBUTION_RUN_ID, profile_attribution, ranks=1)
 
 
 @pytest.fixture(scope="session")
