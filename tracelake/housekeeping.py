@@ -9,7 +9,7 @@ from pipelines.lake import Lake
 from pipelines.maintenance import maintain as maintain_lake
 from pipelines.maintenance import run_history
 from pipelines.migrate import migrate_manifests
-from tracelake.query import write_result
+from tracelake.output import write_result
 
 
 def history(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
