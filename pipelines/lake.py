@@ -31,6 +31,9 @@ LAYERS = ("raw", "marts")
 ALIAS = "lake"  # the name the lake is attached under in every connection
 CATALOG_FILE = "catalog.sqlite"
 LEGACY_MANIFESTS = "_manifests"  # the layout before DuckLake (tracelake 0.1)
+METADATA = f"__ducklake_metadata_{ALIAS}"  # where the ducklake extension attaches the catalog's own database
+# A run's files by its partition value: what a commit asks before deleting (pipelines.commit.tables_holding_run).
+RUN_FILES_INDEX = "create index if not exists tracelake_run_files on {table} (partition_value)"
 HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
 
 
@@ -171,7 +174,16 @@ class Lake:
             if not read_only:
                 for layer in LAYERS:
                     con.execute(f"create schema if not exists {ALIAS}.{layer}")
+                self._index_run_files(con)
         return con
+
+    def _index_run_files(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Index the catalog's partition values (once; DuckLake ignores indexes it did not make)."""
+        if self.catalog.kind == "postgres":
+            index = RUN_FILES_INDEX.format(table="ducklake_file_partition_value")
+            con.execute(f"call postgres_execute('{METADATA}', {sql_path(index)})")
+        else:
+            con.execute(RUN_FILES_INDEX.format(table=f"{METADATA}.main.ducklake_file_partition_value"))
 
     @contextmanager
     def _creating(self, create: bool) -> Iterator[None]:
