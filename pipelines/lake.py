@@ -150,11 +150,18 @@ class Lake:
         Every row lives in Parquet (``data_inlining_row_limit 0``), so direct reads of the files see them all.
         Reading a lake that is not there, or is in the old layout, raises :class:`LakeError`.
         """
-        if read_only:
-            self.check_layout()
-            if not self.exists():
-                raise LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
-        return self._attach(read_only=read_only, threads=threads, memory_limit=memory_limit)
+        if not read_only:
+            return self._attach(read_only=False, threads=threads, memory_limit=memory_limit)
+        self.check_layout()
+        missing = LakeError(f"no lake at {self.url} (catalog {self.catalog.describe()}): ingest traces into it first")
+        if self.catalog.path is not None and not self.catalog.path.exists():
+            raise missing
+        try:
+            return self._attach(read_only=True, threads=threads, memory_limit=memory_limit)
+        except duckdb.Error as exc:  # a server catalog is asked whether it holds a lake only when attaching fails
+            if self.exists():
+                raise
+            raise missing from exc
 
     def _attach(
         self, *, read_only: bool, threads: int | None = None, memory_limit: str | None = None
