@@ -32,8 +32,17 @@ ALIAS = "lake"  # the name the lake is attached under in every connection
 CATALOG_FILE = "catalog.sqlite"
 LEGACY_MANIFESTS = "_manifests"  # the layout before DuckLake (tracelake 0.1)
 METADATA = f"__ducklake_metadata_{ALIAS}"  # where the ducklake extension attaches the catalog's own database
-# A run's files by its partition value: what a commit asks before deleting (pipelines.commit.tables_holding_run).
-RUN_FILES_INDEX = "create index if not exists tracelake_run_files on {table} (partition_value)"
+# Indexes on the catalog's tables, for lookups that would otherwise read a whole table, a row per file (and per
+# column), at every commit and query: a run's files by partition value (pipelines.commit.tables_holding_run), and
+# on PostgreSQL, which runs DuckLake's filtered metadata reads itself, a table's files, deletes and column stats.
+CATALOG_INDEXES = {
+    "tracelake_run_files": "ducklake_file_partition_value (partition_value)",
+}
+SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
+    "tracelake_table_files": "ducklake_data_file (table_id)",
+    "tracelake_table_deletes": "ducklake_delete_file (table_id)",
+    "tracelake_file_stats": "ducklake_file_column_stats (table_id, column_id)",
+}
 HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
 
 
@@ -181,16 +190,17 @@ class Lake:
             if not read_only:
                 for layer in LAYERS:
                     con.execute(f"create schema if not exists {ALIAS}.{layer}")
-                self._index_run_files(con)
+                self._index_catalog(con)
         return con
 
-    def _index_run_files(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Index the catalog's partition values (once; DuckLake ignores indexes it did not make)."""
+    def _index_catalog(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create the catalog's indexes the first time (DuckLake ignores indexes it did not make)."""
         if self.catalog.kind == "postgres":
-            index = RUN_FILES_INDEX.format(table="ducklake_file_partition_value")
-            con.execute(f"call postgres_execute('{METADATA}', {sql_path(index)})")
+            for name, on in SERVER_CATALOG_INDEXES.items():
+                con.execute(f"call postgres_execute('{METADATA}', {sql_path(f'create index if not exists {name} on {on}')})")
         else:
-            con.execute(RUN_FILES_INDEX.format(table=f"{METADATA}.main.ducklake_file_partition_value"))
+            for name, on in CATALOG_INDEXES.items():
+                con.execute(f"create index if not exists {name} on {METADATA}.main.{on}")
 
     @contextmanager
     def _creating(self, create: bool) -> Iterator[None]:
