@@ -43,7 +43,7 @@ CROSS_RUN = """
     select name, count(*) as calls, sum(dur_ns) as total_ns, count(distinct run_id) as runs
     from kernels group by name order by total_ns desc limit 10"""
 PRUNED = "select count(*), sum(dur_ns) from kernels where run_id = $run"
-BATCH = 500
+BATCH = 500  # runs per fill transaction (--batch): DuckLake's PostgreSQL commit of 15,000 new files takes minutes
 
 
 def _median_of_3(step) -> float:
@@ -76,16 +76,16 @@ def _template_runs(lake: Lake, template: Lake) -> list[str]:
         return [row[0] for row in con.execute("select run_id from template.marts.runs order by run_id").fetchall()]
 
 
-def fill(lake: Lake, template: Lake, runs: int) -> list[str]:
-    """Load ``runs`` synthetic runs in batches of ``BATCH``; returns the template runs' ids."""
+def fill(lake: Lake, template: Lake, runs: int, batch_runs: int = BATCH) -> list[str]:
+    """Load ``runs`` synthetic runs in batches of ``batch_runs``; returns the template runs' ids."""
     with lake.connect() as con:
         tables = _attach_template(con, template)
         names = [row[0] for row in con.execute("select run_id from template.marts.runs order by run_id").fetchall()]
         for table in tables:
             con.execute(f"create table if not exists lake.{table} as select * from template.{table} limit 0")
             con.execute(f"alter table lake.{table} set partitioned by (run_id)")
-        for start in range(0, runs, BATCH):
-            batch = f", (select unnest(range({start}, {min(start + BATCH, runs)})) as i) as batch"
+        for start in range(0, runs, batch_runs):
+            batch = f", (select unnest(range({start}, {min(start + batch_runs, runs)})) as i) as batch"
             con.execute("begin")
             for table in tables:
                 copies = [
@@ -95,7 +95,7 @@ def fill(lake: Lake, template: Lake, runs: int) -> list[str]:
                 ]
                 con.execute(f"insert into lake.{table} " + " union all ".join(copies))
             con.execute("commit")
-            print(f"  loaded {min(start + BATCH, runs):,} runs", flush=True)
+            print(f"  loaded {min(start + batch_runs, runs):,} runs", flush=True)
     return names
 
 
@@ -122,6 +122,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--catalog", help="the lake's catalog (default: a SQLite file in the lake)")
     parser.add_argument("--lake", help="keep the filled lake in this folder (default: a temporary one)")
+    parser.add_argument("--batch", type=int, default=BATCH, help="runs per fill transaction")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "many_runs.json"))
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -134,7 +135,7 @@ def main() -> None:
         held = _lake_runs(lake)
         if held not in (0, args.runs):
             sys.exit(f"{lake} holds {held:,} runs, not {args.runs:,}")
-        names = fill(lake, template, args.runs) if held == 0 else _template_runs(lake, template)
+        names = fill(lake, template, args.runs, args.batch) if held == 0 else _template_runs(lake, template)
         build_s = time.perf_counter() - start
         files = sum(1 for _ in Path(lake.url).rglob("*.parquet"))
         print(f"{'wrote' if held == 0 else 'kept'} {args.runs:,} runs ({files:,} Parquet files) in {build_s:.1f} s",
