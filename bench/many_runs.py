@@ -4,8 +4,8 @@ Ingests the shipped example traces into a template lake, then fills a fresh lake
 copy of one template run (every raw table and mart) with kernel durations scaled by a per-run factor in
 [0.8, 1.2]. The N runs are loaded in batches (one transaction per batch, every table: ~4 minutes per 1,000
 runs on a loaded 2-core machine); the lake they leave is the one per-run commits leave (one data file per run
-and table, one snapshot per batch). Then it times, in the N-run lake, what users do: open the lake, commit one more run through the
-real per-run commit (:func:`pipelines.commit.replace_run`, every table in one transaction, then expiring the
+and table, one snapshot per batch). Then it times, in the N-run lake, what users do: open the lake, commit one
+more run through the real per-run commit (:func:`pipelines.commit.replace_run`, every table in one transaction, then expiring the
 old version) of a new run and of a run already there, a query pruned to one run, and a query over all runs.
 Medians of 3 for each timed step. ``--catalog`` puts the catalog in PostgreSQL (an empty database) instead of
 the default SQLite file; ``--lake`` keeps the filled lake there, and a later call with the same ``--lake`` (and

@@ -68,7 +68,9 @@ _RUN_TABLES = """
 def tables_holding_run(con: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
     """``layer.table`` names with files of ``run_id`` visible to the open transaction (or committed since)."""
     (snapshot,) = con.execute(f"from {ALIAS}.current_snapshot()").fetchone()
-    (catalog,) = con.execute("select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}).fetchone()
+    (catalog,) = con.execute(
+        "select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}
+    ).fetchone()
     native = catalog.split(":", 1)[0] if catalog.startswith(("sqlite:", "postgres:")) else None
     query = _RUN_TABLES.format(m="" if native else f"{METADATA}.", run=sql_path(run_id), snapshot=int(snapshot))
     if native:  # the sqlite scanner would read every row; SQLite itself uses the index

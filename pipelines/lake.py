@@ -197,7 +197,12 @@ class Lake:
         """Create the catalog's indexes the first time (DuckLake ignores indexes it did not make)."""
         if self.catalog.kind == "postgres":
             for name, on in SERVER_CATALOG_INDEXES.items():
-                con.execute(f"call postgres_execute('{METADATA}', {sql_path(f'create index if not exists {name} on {on}')})")
+                create = sql_path(f"create index if not exists {name} on {on}")
+                try:
+                    con.execute(f"call postgres_execute('{METADATA}', {create})")
+                except duckdb.Error as exc:  # first writers racing: PostgreSQL's IF NOT EXISTS is not atomic
+                    if "duplicate key" not in str(exc) and "already exists" not in str(exc):
+                        raise
         else:
             for name, on in CATALOG_INDEXES.items():
                 con.execute(f"create index if not exists {name} on {METADATA}.main.{on}")
