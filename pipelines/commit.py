@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import duckdb
 import orjson
 
-from pipelines.lake import ALIAS, LAYERS
+from pipelines.lake import ALIAS, LAYERS, METADATA
+from pipelines.rows import sql_path
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,34 @@ def lake_tables(con: duckdb.DuckDBPyConnection, alias: str = ALIAS) -> dict[str,
         {"alias": alias},
     ).fetchall()
     return dict(rows)
+
+
+# The tables holding files of a run in the transaction's snapshot or later, asked of the catalog's own database
+# (``METADATA``), where an index on the partition value answers it (:meth:`pipelines.lake.Lake.connect` creates
+# it). A DuckLake DELETE reads the metadata of every file of its table, through the sqlite scanner a whole
+# metadata table, whatever the filter: a run new to the lake (the fleet's common case) now deletes nothing.
+# Files a later snapshot ended are kept in the answer: deleting from a table the run has left deletes nothing.
+_RUN_TABLES = """
+    select distinct s.schema_name || '.' || t.table_name
+    from {m}ducklake_file_partition_value as v
+    join {m}ducklake_data_file as f on f.data_file_id = v.data_file_id
+    join {m}ducklake_table as t on t.table_id = f.table_id and t.end_snapshot is null
+    join {m}ducklake_schema as s on s.schema_id = t.schema_id and s.end_snapshot is null
+    where v.partition_value = {run} and v.partition_key_index = 0
+      and (f.end_snapshot is null or f.end_snapshot > {snapshot})"""
+
+
+def tables_holding_run(con: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
+    """``layer.table`` names with files of ``run_id`` visible to the open transaction (or committed since)."""
+    (snapshot,) = con.execute(f"from {ALIAS}.current_snapshot()").fetchone()
+    (catalog,) = con.execute(
+        "select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}
+    ).fetchone()
+    native = catalog.split(":", 1)[0] if catalog.startswith(("sqlite:", "postgres:")) else None
+    query = _RUN_TABLES.format(m="" if native else f"{METADATA}.", run=sql_path(run_id), snapshot=int(snapshot))
+    if native:  # the sqlite scanner would read every row; SQLite itself uses the index
+        query = f"from {native}_query('{METADATA}', {sql_path(query)})"
+    return {row[0] for row in con.execute(query).fetchall()}
 
 
 def _prepare_table(
@@ -85,14 +114,16 @@ def replace_run(
         con.execute("begin")
         try:
             existing = lake_tables(con)
+            holding = tables_holding_run(con, run_id)
             for qualified, select in sources.items():
                 _prepare_table(con, qualified, select, existing)
-                con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
+                if qualified in holding:
+                    con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
                 con.execute(
                     f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
                     {"run_id": run_id},
                 )
-            for qualified in existing:
+            for qualified in holding:
                 if qualified.split(".")[0] in clear and qualified not in sources:
                     con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
             con.execute(
@@ -108,9 +139,8 @@ def replace_run(
             log.info("commit of run %s conflicted (%s); attempt %d", run_id, exc, attempt + 1)
             time.sleep(random.uniform(0.02, 0.05) * min(attempt, 10))
             continue
-        snapshot = con.execute(
-            f"select max(snapshot_id) from {ALIAS}.snapshots() where commit_extra_info = $info", {"info": message}
-        ).fetchone()
+        # This connection's commit, not the newest (another writer's); read without listing every snapshot.
+        snapshot = con.execute(f"from {ALIAS}.last_committed_snapshot()").fetchone()
         return RunCommit(run_id, snapshot[0] if snapshot and snapshot[0] is not None else -1, attempt)
     raise AssertionError("unreachable")
 

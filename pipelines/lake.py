@@ -31,6 +31,18 @@ LAYERS = ("raw", "marts")
 ALIAS = "lake"  # the name the lake is attached under in every connection
 CATALOG_FILE = "catalog.sqlite"
 LEGACY_MANIFESTS = "_manifests"  # the layout before DuckLake (tracelake 0.1)
+METADATA = f"__ducklake_metadata_{ALIAS}"  # where the ducklake extension attaches the catalog's own database
+# Indexes on the catalog's tables, for lookups that would otherwise read a whole table, a row per file (and per
+# column), at every commit and query: a run's files by partition value (pipelines.commit.tables_holding_run), and
+# on PostgreSQL, which runs DuckLake's filtered metadata reads itself, a table's files, deletes and column stats.
+CATALOG_INDEXES = {
+    "tracelake_run_files": "ducklake_file_partition_value (partition_value)",
+}
+SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
+    "tracelake_table_files": "ducklake_data_file (table_id)",
+    "tracelake_table_deletes": "ducklake_delete_file (table_id)",
+    "tracelake_file_stats": "ducklake_file_column_stats (table_id, column_id)",
+}
 
 
 class LakeError(RuntimeError):
@@ -154,11 +166,18 @@ class Lake:
         Every row lives in Parquet (``data_inlining_row_limit 0``), so direct reads of the files see them all.
         Reading a lake that is not there, or is in the old layout, raises :class:`LakeError`.
         """
-        if read_only:
-            self.check_layout()
-            if not self.exists():
-                raise LakeError(self._missing())
-        return self._attach(read_only=read_only, threads=threads, memory_limit=memory_limit)
+        if not read_only:
+            return self._attach(read_only=False, threads=threads, memory_limit=memory_limit)
+        self.check_layout()
+        missing = LakeError(self._missing())
+        if self.catalog.path is not None and not self.catalog.path.exists():
+            raise missing
+        try:
+            return self._attach(read_only=True, threads=threads, memory_limit=memory_limit)
+        except duckdb.Error as exc:  # a server catalog is asked whether it holds a lake only when attaching fails
+            if self.exists():
+                raise
+            raise missing from exc
 
     def _attach(
         self, *, read_only: bool, threads: int | None = None, memory_limit: str | None = None
@@ -179,7 +198,22 @@ class Lake:
             if not read_only:
                 for layer in LAYERS:
                     con.execute(f"create schema if not exists {ALIAS}.{layer}")
+                self._index_catalog(con)
         return con
+
+    def _index_catalog(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create the catalog's indexes the first time (DuckLake ignores indexes it did not make)."""
+        if self.catalog.kind == "postgres":
+            for name, on in SERVER_CATALOG_INDEXES.items():
+                create = sql_path(f"create index if not exists {name} on {on}")
+                try:
+                    con.execute(f"call postgres_execute('{METADATA}', {create})")
+                except duckdb.Error as exc:  # first writers racing: PostgreSQL's IF NOT EXISTS is not atomic
+                    if "duplicate key" not in str(exc) and "already exists" not in str(exc):
+                        raise
+        else:
+            for name, on in CATALOG_INDEXES.items():
+                con.execute(f"create index if not exists {name} on {METADATA}.main.{on}")
 
     @contextmanager
     def _creating(self, create: bool) -> Iterator[None]:
