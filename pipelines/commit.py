@@ -23,6 +23,7 @@ from pipelines.rows import sql_path
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 30
+CLAIMS = "meta.run_claims"  # outside the user-facing layers (raw, marts)
 # A transaction that read the run's old files while another writer replaced them (and deleted the files) fails
 # to open them: started again, it reads the catalog as it is now.
 _RETRYABLE = ("conflict", "database is locked", "could not serialize", "deadlock", "retry", "cannot open file",
@@ -38,17 +39,31 @@ class RunCommit:
     attempts: int
 
 
+def _claim(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Claim the run for the commit that follows, in a transaction of its own.
+
+    Two transactions that insert a new run's rows do not conflict in DuckLake, so two first ingests of one run
+    would both land. Each commit therefore first inserts a claim row, then deletes the run's claims inside its
+    transaction: of two commits of one run, one's delete always meets the other's claim (a delete conflicts
+    with a concurrent insert into, or delete from, the same table), so one of them starts again and replaces
+    what the other committed.
+    """
+    con.execute(f"create schema if not exists {ALIAS}.{CLAIMS.split('.')[0]}")
+    con.execute(f"create table if not exists {ALIAS}.{CLAIMS} (run_id varchar, claimed_at timestamptz)")
+    con.execute(f"insert into {ALIAS}.{CLAIMS} values ($run_id, now())", {"run_id": run_id})
+
+
 def _is_retryable(exc: duckdb.Error) -> bool:
     message = str(exc).lower()
     return isinstance(exc, duckdb.TransactionException) or any(word in message for word in _RETRYABLE)
 
 
 def lake_tables(con: duckdb.DuckDBPyConnection, alias: str = ALIAS) -> dict[str, list[str]]:
-    """``layer.table`` → column names of every table of the lake attached as ``alias``."""
+    """``layer.table`` → column names of every table in the layers of the lake attached as ``alias``."""
     rows = con.execute(
         "select schema_name || '.' || table_name, list(column_name order by column_index) "
-        "from duckdb_columns() where database_name = $alias group by all",
-        {"alias": alias},
+        "from duckdb_columns() where database_name = $alias and list_contains($layers, schema_name) group by all",
+        {"alias": alias, "layers": list(LAYERS)},
     ).fetchall()
     return dict(rows)
 
@@ -111,8 +126,10 @@ def replace_run(
     """
     message = orjson.dumps({"run_id": run_id, **(info or {})}, default=str).decode()
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        con.execute("begin")
         try:
+            _claim(con, run_id)
+            con.execute("begin")
+            con.execute(f"delete from {ALIAS}.{CLAIMS} where run_id = $run_id", {"run_id": run_id})
             existing = lake_tables(con)
             holding = tables_holding_run(con, run_id)
             for qualified, select in sources.items():

@@ -217,9 +217,10 @@ class Lake:
 
     @contextmanager
     def _creating(self, create: bool) -> Iterator[None]:
-        """Processes creating a new local catalog take turns: SQLite refuses a second writer of its first tables."""
+        """Writers of a file catalog take turns to attach it and create its schemas and indexes: SQLite refuses a
+        second writer of a new catalog's first tables, and two first writers' schemas would conflict."""
         path = self.catalog.path
-        if not create or path is None or path.exists():
+        if not create or path is None:
             yield
             return
         path.parent.mkdir(parents=True, exist_ok=True)

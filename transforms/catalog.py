@@ -48,17 +48,18 @@ def read_lake(lake: Lake) -> duckdb.DuckDBPyConnection:
 def table_names(con: duckdb.DuckDBPyConnection) -> set[str]:
     """The bare names a query on ``con`` can read: the lake's tables and any views made over them."""
     return {row[0] for row in con.execute(
-        "select table_name from duckdb_tables() where database_name = $alias "
+        "select table_name from duckdb_tables() where database_name = $alias and list_contains($layers, schema_name) "
         "union select view_name from duckdb_views() where not internal",
-        {"alias": ALIAS},
+        {"alias": ALIAS, "layers": list(LAYERS)},
     ).fetchall()}
 
 
 def table_files(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """Table → its data files in the lake's current snapshot (a connection from :meth:`Lake.connect`)."""
     tables = con.execute(
-        "select schema_name, table_name from duckdb_tables() where database_name = $alias order by table_name",
-        {"alias": ALIAS},
+        "select schema_name, table_name from duckdb_tables() where database_name = $alias and list_contains($layers, schema_name) "
+        "order by table_name",
+        {"alias": ALIAS, "layers": list(LAYERS)},
     ).fetchall()
     return {
         table: [row[0] for row in con.execute(
