@@ -49,7 +49,8 @@ def test_ingest_from_and_into_seaweedfs(seaweedfs_s3, cli, make_source, expected
     parquet = {k for k in keys if k.endswith(".parquet")}
     layout = re.compile(r"lake/(raw|marts)/(\w+)/run_id=(job\.\w+)/ducklake-[\w-]+\.parquet")
     assert parquet and all(layout.fullmatch(k) for k in parquet), parquet
-    assert {layout.fullmatch(k).group(2) for k in parquet if k.startswith("lake/raw/")} == set(RAW_TABLES)
+    written = {layout.fullmatch(k).group(2) for k in parquet if k.startswith("lake/raw/")}
+    assert {"traces", "kernels", "cpu_ops"} <= written <= set(RAW_TABLES)  # a table with no rows has no file
     files = cli("sql", "select count(*) as n from kernels", "--lake", "s3://lake-bucket/lake", "--format", "json")
     assert files.returncode == 0, files.output
     con = open_lake("s3://lake-bucket/lake")

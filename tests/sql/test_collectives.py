@@ -151,7 +151,7 @@ def test_missing_rank_degrades_and_is_flagged(collectives_marts):
     assert r0["busbw_gbps"] == pytest.approx(0.3814697265625 * 2 / 3)
     failed = check(results, "missing_rank", "all_ranks_matched")
     assert failed.failures == 1 and not failed.passed
-    assert failed.sample[0][4:6] == (2, 3)
+    assert failed.sample[0][5:7] == (2, 3)  # (matched, expected) ranks
 
 
 def test_unequal_counts_match_by_order(collectives_marts):

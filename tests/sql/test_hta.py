@@ -98,7 +98,7 @@ def test_hta_marts_pass_their_checks(hta_lake):
                 # Only rank 0 of the 2-rank job is shared: every collective is flagged as missing rank 1.
                 assert [name for name, _ in failed] == ["all_ranks_matched"]
                 assert mart.row_count == 21
-                assert all(sample[4:6] == (1, 2) for _, samples in failed for sample in samples)
+                assert all(sample[5:7] == (1, 2) for _, samples in failed for sample in samples)  # (matched, expected) ranks
             else:
                 assert not failed, f"{run_id}.{mart.name}: {failed}"
 
