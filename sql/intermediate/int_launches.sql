@@ -1,8 +1,6 @@
 -- One row per device activity (kernel, memcpy, memset) with the runtime call that launched it, joined by
--- correlation id, in exact ns. Launch calls: CUDA runtime and driver kernel launches, CUDA graph launches (one call,
--- several kernels sharing its correlation), async memcpy/memset, their HIP equivalents, and MTIA's runFunction:
--- HTA 0.5.0's runtime launch list (trace_symbol_table.get_runtime_launch_events_query) plus the graph and
--- launch variants it lacks.
+-- correlation id, in exact ns; the launch calls are int_launch_calls (a CUDA graph launch is one call whose several
+-- kernels share its correlation).
 -- grain: run_id, trace_id, source_table, event_idx
 -- source: holistictraceanalysis 0.5.0 hta/common/trace_symbol_table.py (runtime launch events); ANCHORS.md §1.2, §2.3
 select
@@ -27,11 +25,4 @@ select
     device_activity.source_table
 from runtime_calls
 join int_kernels_classified as device_activity using (run_id, trace_id, correlation)
-where runtime_calls.name in (
-    'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
-    'cudaLaunchCooperativeKernel', 'cudaGraphLaunch', 'cuGraphLaunch',
-    'cudaMemcpyAsync', 'cudaMemsetAsync',
-    'hipLaunchKernel', 'hipExtLaunchKernel', 'hipModuleLaunchKernel', 'hipExtModuleLaunchKernel', 'hipGraphLaunch',
-    'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream',
-    'runFunction - job_prep_and_submit_for_execution'
-)
+where runtime_calls.name in (select name from int_launch_calls)

@@ -25,14 +25,7 @@ with
 launches as (
     select *
     from int_hta_runtime
-    where name in (
-        'cudaLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernel', 'cuLaunchKernelEx',
-        'cudaLaunchCooperativeKernel', 'cudaGraphLaunch', 'cuGraphLaunch',
-        'cudaMemcpyAsync', 'cudaMemsetAsync',
-        'hipLaunchKernel', 'hipExtLaunchKernel', 'hipModuleLaunchKernel', 'hipExtModuleLaunchKernel', 'hipGraphLaunch',
-        'hipMemcpyAsync', 'hipMemsetAsync', 'hipMemcpyWithStream',
-        'runFunction - job_prep_and_submit_for_execution'
-    )
+    where name in (select name from int_launch_calls)
 ),
 
 device_work as (
