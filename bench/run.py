@@ -74,9 +74,12 @@ def _step_ingest(trace_dir: Path, scratch: Path) -> dict[str, Any]:
 def _step_models(trace_dir: Path, scratch: Path) -> dict[str, Any]:
     """Every SQL model of one run, over the raw tables already in the shared bench lake."""
     from pipelines.lake import Lake
-    from transforms.runner import build_marts
+    from transforms.runner import MARTS_MEMORY_LIMIT, build_marts, register_run_tables
 
-    marts = build_marts(Lake(str(LAKE)), trace_dir.name)
+    with Lake(str(LAKE)).connect(memory_limit=MARTS_MEMORY_LIMIT) as con:
+        con.execute("set temp_directory = $dir", {"dir": str(scratch / "spill")})
+        register_run_tables(con, trace_dir.name)
+        marts = build_marts(con)
     return {"marts": len(marts)}
 
 
