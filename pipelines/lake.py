@@ -10,10 +10,12 @@ secret of the connection: nothing of them is stored in the catalog.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import posixpath
 import re
+import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +45,14 @@ SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
     "tracelake_table_deletes": "ducklake_delete_file (table_id)",
     "tracelake_file_stats": "ducklake_file_column_stats (table_id, column_id)",
 }
+
+
+ATTACH_ATTEMPTS = 10
+
+
+def _racing_creation(exc: duckdb.Error) -> bool:
+    message = str(exc).lower()
+    return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict"))
 
 
 class LakeError(RuntimeError):
@@ -194,11 +204,22 @@ class Lake:
         options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]
         attach = f"attach {sql_path('ducklake:' + self.catalog.target)} as {ALIAS} ({', '.join(options)})"
         with self._creating(not read_only):
-            con.execute(attach)
-            if not read_only:
-                for layer in LAYERS:
-                    con.execute(f"create schema if not exists {ALIAS}.{layer}")
-                self._index_catalog(con)
+            for attempt in range(ATTACH_ATTEMPTS):
+                try:
+                    con.execute(attach)
+                    if not read_only:
+                        for layer in LAYERS:
+                            con.execute(f"create schema if not exists {ALIAS}.{layer}")
+                        self._index_catalog(con)
+                    break
+                except duckdb.Error as exc:
+                    # First writers of a new server catalog race to create its tables and schemas: the loser
+                    # attaches again and finds them made.
+                    if attempt == ATTACH_ATTEMPTS - 1 or not _racing_creation(exc):
+                        raise
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute(f"detach {ALIAS}")
+                    time.sleep(0.1 * (attempt + 1))
         return con
 
     def _index_catalog(self, con: duckdb.DuckDBPyConnection) -> None:

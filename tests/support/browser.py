@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -116,7 +118,7 @@ class Browser:
 def chromium() -> Iterator[Browser]:
     """Start headless Chromium on a free DevTools port; stopped (its whole process group) on exit."""
     binary = chromium_path()
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -128,11 +130,11 @@ def chromium() -> Iterator[Browser]:
                 time.sleep(0.1)
             yield Browser(f"http://127.0.0.1:{port_file.read_text().split()[0]}")
         finally:
-            process.terminate()
+            os.killpg(process.pid, signal.SIGTERM)  # the renderers too, which write into the profile
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
 
 
