@@ -182,11 +182,3 @@ def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seco
         if not _is_retryable(exc):
             raise
         log.info("expiring old versions deferred: %s", exc)
-
-
-def layer_of(qualified: str) -> str:
-    """``raw`` or ``marts`` of a ``layer.table`` name."""
-    layer = qualified.split(".", 1)[0]
-    if layer not in LAYERS:
-        raise ValueError(f"{qualified}: layer must be one of {LAYERS}")
-    return layer

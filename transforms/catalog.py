@@ -16,13 +16,6 @@ if TYPE_CHECKING:  # polars is imported on use: `tracelake ingest` and `import t
 SEARCH_PATH = ",".join(f"{ALIAS}.{layer}" for layer in LAYERS)
 
 
-def attach_cli_sql(lake: Lake) -> str:
-    """The statements that open ``lake`` read-only in the DuckDB CLI (or any DuckDB client) with bare table names."""
-    return (
-        f"ATTACH 'ducklake:{lake.catalog.describe()}' AS {ALIAS} (READ_ONLY); SET search_path = '{SEARCH_PATH}';"
-    )
-
-
 def open_lake(
     url: str, options: dict[str, Any] | None = None, *, catalog: str | None = None
 ) -> duckdb.DuckDBPyConnection:
