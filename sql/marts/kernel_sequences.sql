@@ -30,28 +30,36 @@ shallowest as (
     qualify depth = min(depth) over (partition by run_id, trace_id)
 ),
 
--- Runtime calls nest in the root op on its thread; roots at one depth never overlap, so each call has one root.
-root_events as (
+-- Roots at one depth never overlap on a thread, so the root holding a runtime call is the last one starting at or
+-- before it (an ASOF join, not a range join), provided the call also ends inside it.
+root_calls as (
     select
         root.run_id, root.trace_id, root.rank, root.event_idx as root_idx, root.name as op_name,
-        root.dur_ns as op_dur_ns,
-        gpu.name as kernel_name, gpu.ts_ns, gpu.dur_ns, gpu.event_idx, gpu.source_table
-    from shallowest as root
-    join runtime_calls as call
+        root.dur_ns as op_dur_ns, call.event_idx as call_idx, call.correlation
+    from runtime_calls as call
+    asof join shallowest as root
         on call.run_id = root.run_id
         and call.trace_id = root.trace_id
         and call.pid = root.pid
         and call.tid = root.tid
         and call.ts_ns >= root.ts_ns
-        and call.end_ns <= root.end_ns
+    where call.end_ns <= root.end_ns
+),
+
+root_events as (
+    select
+        root_calls.run_id, root_calls.trace_id, root_calls.rank, root_calls.root_idx, root_calls.op_name,
+        root_calls.op_dur_ns,
+        gpu.name as kernel_name, gpu.ts_ns, gpu.dur_ns, gpu.event_idx, gpu.source_table
+    from root_calls
     join int_hta_runtime as kept
-        on kept.run_id = call.run_id
-        and kept.trace_id = call.trace_id
-        and kept.event_idx = call.event_idx
+        on kept.run_id = root_calls.run_id
+        and kept.trace_id = root_calls.trace_id
+        and kept.event_idx = root_calls.call_idx
     join int_hta_gpu_events as gpu
-        on gpu.run_id = call.run_id
-        and gpu.trace_id = call.trace_id
-        and gpu.correlation = call.correlation
+        on gpu.run_id = root_calls.run_id
+        and gpu.trace_id = root_calls.trace_id
+        and gpu.correlation = root_calls.correlation
 ),
 
 patterns as (
