@@ -26,7 +26,7 @@ from pipelines.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
-from tracelake.home import dagster_home
+from tracelake.home import dagster_home, skip_history_fsync
 from transforms.report_files import write_fleet_view
 from transforms.docs import first_sentence
 from transforms.units import plural
@@ -49,7 +49,7 @@ class _ErrorCounter(logging.Handler):
 def instance() -> dg.DagsterInstance:
     """The persistent instance under DAGSTER_HOME, by default ``~/.tracelake/dagster`` (so ``tracelake ui`` shows
     the runs). One per process: creating it costs ~0.5 s."""
-    dagster_home()
+    skip_history_fsync(dagster_home())
     return dg.DagsterInstance.get()
 
 
