@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 from isal import igzip
 
-DEFAULT_SOURCE = Path("/work/shared/traces/nccl_rank0_of_2/rank-0.json.gz")
+DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nccl_rank0_of_2" / "rank-0.json.gz"
 GAP_US = 1000
 _BOUNDARY = b"\n  },\n  {"
 _EVENTS_START = re.compile(rb'"traceEvents"\s*:\s*\[\n  \{')

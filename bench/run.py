@@ -1,242 +1,231 @@
-"""Benchmark HTA's trace load against tracelake's parse and ingest on generated traces.
+"""Benchmark: ``tracelake ingest`` of a large trace against HTA 0.5.0's load of it, side by side.
 
-For each size a trace is built once with :mod:`bench.make_trace` (cached under ``bench/out/traces``),
-then every step runs ``--repeat`` times, each in its own child process, so that the peak RSS
-reported (the child's own high-water mark, :func:`bench.memory.peak_rss_mb`) belongs to that step alone. Wall and CPU
-time are measured inside the child around the step itself (interpreter start-up and imports
-excluded) and the median of the repeats is reported; CPU time (all threads) is the steadier
-figure when other work shares the machine. Results go to ``bench/out/results.json`` and
-``bench/out/results.md``.
+For each size a trace is built once with :mod:`bench.make_trace` (cached under ``bench/out/traces``). Then, in
+alternating rounds, HTA's ``TraceAnalysis(trace_dir=…)`` and ``tracelake ingest`` (raw tables, every analysis
+table, the reports and the Dagster record) each run as a whole command in a process of their own: wall time from
+start to exit (interpreter and imports included), peak RSS of that process and its children. Ours is split by its
+own progress lines into parse, analysis tables (with the commit) and everything else. Figures are medians over the
+rounds; ``--shared`` also times the ingest of the shared traces (one run per folder).
 
-    python bench/run.py --sizes 100MB,234MB,500MB,2GB --repeat 3
+Ratios are only worth taking on a quiet machine: the bench waits for the 1-minute load average to fall below
+0.5, prints it before and after, measures the CPU that other processes used while it ran (``/proc/stat`` minus its
+own children's), and reports ratios only when both say the machine was quiet.
+
+    python bench/run.py --sizes 234MB --rounds 3 --shared
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
 sys.path.insert(0, str(ROOT))
 
 from bench.make_trace import DEFAULT_SOURCE  # noqa: E402
-from bench.memory import peak_rss_mb  # noqa: E402
 
-# HTA holds the whole trace as Python objects and then DataFrames: about 6x the JSON size at peak
-# (1.4 GB for 234 MB). It is skipped where that would not fit in half the memory free now.
-HTA_BYTES_PER_JSON_BYTE = 6.5
-STEPS = ("hta_load", "parse", "ingest", "models")
-LAKE = OUT / "lake"  # every size ingested as its own run, for the models and the cross-run query
-CROSS_RUN_QUERY = """
-    select run_id, kernel_type, sum(calls) as kernels, sum(total_ns) / 1e9 as seconds
-    from kernel_stats group by run_id, kernel_type order by run_id, seconds desc
-"""
+QUIET_LOAD = 0.5  # 1-minute load average below which the machine counts as quiet
+QUIET_OTHERS_CORES = 0.15  # CPU other processes may use, on average, while the bench runs
+HTA_LOAD = "import sys; from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=sys.argv[1])"
+_PARSE_S = re.compile(r"events in ([\d.]+) s")
+_TABLES_S = re.compile(r"analysis tables in ([\d.]+) s")
 
 
-# ----------------------------------------------------------------------------- child side
+@dataclass
+class Timed:
+    """One command's run: wall seconds, CPU seconds (with its children) and peak RSS in MiB."""
+
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    stdout: str
 
 
-def _step_hta_load(trace_dir: Path, scratch: Path) -> dict[str, Any]:
-    from hta.trace_analysis import TraceAnalysis
-
-    analysis = TraceAnalysis(trace_dir=str(trace_dir))
-    return {"rows": sum(len(df) for df in analysis.t.traces.values())}
-
-
-def _step_parse(trace_dir: Path, scratch: Path) -> dict[str, Any]:
-    import fsspec
-
-    from pipelines.identity import TraceFile
-    from pipelines.parse import ParseSettings, parse_trace
-
-    path = trace_dir / "rank-0.json.gz"
-    trace = TraceFile(url=str(path), run_id="bench", trace_id="rank-0", size_bytes=path.stat().st_size)
-    parsed = parse_trace(fsspec.filesystem("file"), str(path), trace, workdir=scratch, settings=ParseSettings())
-    return {"rows": parsed.event_count, "parquet_bytes": sum(p.stat().st_size for p in parsed.table_files.values())}
+def run_timed(command: list[str], env: dict[str, str] | None = None) -> Timed:
+    """Run ``command`` to its end; ``wait4`` gives its own CPU time and peak RSS (children included)."""
+    with tempfile.TemporaryFile() as stdout:
+        started = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        stdout.seek(0)
+        text = stdout.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}:\n{text[-3000:]}")
+    return Timed(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text)
 
 
-def _step_ingest(trace_dir: Path, scratch: Path) -> dict[str, Any]:
-    from tracelake.cli import main as cli_main
+class CpuMeter:
+    """CPU seconds the whole machine spent busy, from ``/proc/stat``; minus ours, what others used."""
 
-    code = cli_main(["ingest", str(trace_dir), "--lake", str(scratch / "lake")])
-    return {"exit_code": code}
+    def __init__(self) -> None:
+        self.started, self.busy_at_start = time.perf_counter(), self._busy_s()
 
+    @staticmethod
+    def _busy_s() -> float:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
-def _step_models(trace_dir: Path, scratch: Path) -> dict[str, Any]:
-    """Every SQL model of one run, over the raw tables already in the shared bench lake."""
-    from pipelines.lake import Lake
-    from transforms.runner import MARTS_MEMORY_LIMIT, build_marts, register_run_tables
-
-    with Lake(str(LAKE)).connect(memory_limit=MARTS_MEMORY_LIMIT) as con:
-        con.execute("set temp_directory = $dir", {"dir": str(scratch / "spill")})
-        register_run_tables(con, trace_dir.name)
-        marts = build_marts(con)
-    return {"marts": len(marts)}
-
-
-def _step_cross_run(trace_dir: Path, scratch: Path) -> dict[str, Any]:
-    """One query over every run in the shared bench lake: kernel time by kernel type, per run."""
-    from tracelake.query import run_query
-
-    _, rows = run_query(CROSS_RUN_QUERY, str(LAKE))
-    return {"rows": len(rows)}
+    def others_cores(self, ours_cpu_s: float) -> float:
+        """Average cores busy with other work since the meter started."""
+        wall = time.perf_counter() - self.started
+        return max(0.0, self._busy_s() - self.busy_at_start - ours_cpu_s) / wall
 
 
-def _child(step: str, trace_dir: Path, scratch: Path) -> None:
-    started, cpu_started = time.perf_counter(), time.process_time()
-    result = globals()[f"_step_{step}"](trace_dir, scratch)
-    result.setdefault("wall_s", time.perf_counter() - started)
-    result.setdefault("cpu_s", time.process_time() - cpu_started)
-    result["peak_rss_mb"] = peak_rss_mb()
-    print("BENCH_RESULT " + json.dumps(result), flush=True)
+def wait_for_quiet(limit_s: float) -> float:
+    """Wait up to ``limit_s`` for the 1-minute load average to fall below QUIET_LOAD; returns it."""
+    deadline = time.monotonic() + limit_s
+    while (load := os.getloadavg()[0]) >= QUIET_LOAD and time.monotonic() < deadline:
+        time.sleep(5)
+    return load
 
 
-# ----------------------------------------------------------------------------- parent side
-
-
-def _run_child(step: str, trace_dir: Path) -> dict[str, Any]:
-    scratch = Path(tempfile.mkdtemp(prefix=f"bench-{step}-", dir=OUT))
-    try:
-        with open(scratch / "stdout", "w+b") as stdout, open(scratch / "stderr", "w+b") as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, __file__, "--child", step, str(trace_dir), str(scratch)],
-                stdout=stdout, stderr=stderr, cwd=ROOT,
-            )
-            proc.wait()
-            stdout.seek(0)
-            stderr.seek(0)
-            out, err = stdout.read().decode(), stderr.read().decode()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    lines = [line for line in out.splitlines() if line.startswith("BENCH_RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{step} failed on {trace_dir}:\n{err[-3000:]}")
-    return json.loads(lines[-1].removeprefix("BENCH_RESULT "))
-
-
-def _available_bytes() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def _ensure_trace(size: str, source: Path) -> tuple[Path, int]:
+def ensure_trace(size: str, source: Path) -> Path:
+    """The folder holding the ``size`` trace (one run, one rank), built on first use."""
     trace_dir = OUT / "traces" / size
     path = trace_dir / "rank-0.json.gz"
     if not path.exists():
-        subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "make_trace.py"), "--source", str(source), "--size", size,
-             "--out", str(path)],
-            check=True,
-        )
-    from isal import igzip
-
-    with igzip.open(path, "rb") as f:
-        uncompressed = sum(len(block) for block in iter(lambda: f.read(16 << 20), b""))
-    return trace_dir, uncompressed
+        subprocess.run([sys.executable, str(ROOT / "bench" / "make_trace.py"), "--source", str(source),
+                        "--size", size, "--out", str(path)], check=True)
+    return trace_dir
 
 
-def _measure(step: str, trace_dir: Path, repeat: int) -> dict[str, Any]:
-    runs = [_run_child(step, trace_dir) for _ in range(repeat)]
-    summary = {k: v for k, v in runs[0].items() if k not in ("wall_s", "cpu_s", "peak_rss_mb")}
-    for key in ("wall_s", "cpu_s", "peak_rss_mb"):
-        summary[key] = statistics.median(r[key] for r in runs)
-    summary["wall_s_runs"] = [round(r["wall_s"], 3) for r in runs]
+class Ingest:
+    """``tracelake ingest`` into a fresh lake per round, recording into one Dagster home of the bench's."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.env = dict(os.environ, DAGSTER_HOME=str(scratch / "dagster_home"))
+        self.rounds = 0
+
+    def __call__(self, source: Path) -> Timed:
+        self.rounds += 1
+        lake = self.scratch / f"lake-{self.rounds}"
+        try:
+            return run_timed([sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake)],
+                             self.env)
+        finally:
+            shutil.rmtree(lake, ignore_errors=True)
+
+
+def breakdown(timed: Timed) -> dict[str, float]:
+    """Our ingest split by its progress lines: parse, analysis tables (and commit), everything else."""
+    parse = sum(float(s) for s in _PARSE_S.findall(timed.stdout))
+    tables = sum(float(s) for s in _TABLES_S.findall(timed.stdout))
+    return {"parse_s": parse, "tables_s": tables, "other_s": timed.wall_s - parse - tables}
+
+
+def median_of(runs: list[Timed], parts: list[dict[str, float]] | None = None) -> dict[str, Any]:
+    """Medians over the rounds of wall, CPU and peak RSS, and of each of ``parts`` (one dict per round)."""
+    summary: dict[str, Any] = {key: statistics.median(getattr(r, key) for r in runs)
+                               for key in ("wall_s", "cpu_s", "peak_rss_mb")}
+    summary["wall_s_rounds"] = [round(r.wall_s, 2) for r in runs]
+    if parts:
+        summary.update({key: statistics.median(p[key] for p in parts) for key in parts[0]})
     return summary
+
+
+def bench_size(size: str, source: Path, rounds: int, ingest: Ingest) -> tuple[dict[str, Any], float]:
+    """Alternating rounds of HTA's load and our ingest of one trace; returns the medians and our CPU seconds."""
+    trace_dir = ensure_trace(size, source)
+    hta: list[Timed] = []
+    ours: list[Timed] = []
+    for round_no in range(1, rounds + 1):
+        hta.append(run_timed([sys.executable, "-c", HTA_LOAD, str(trace_dir)]))
+        ours.append(ingest(trace_dir))
+        print(f"  {size} round {round_no}: HTA {hta[-1].wall_s:.2f} s {hta[-1].peak_rss_mb:.0f} MB, "
+              f"tracelake {ours[-1].wall_s:.2f} s {ours[-1].peak_rss_mb:.0f} MB", flush=True)
+    result = {"size": size, "hta": median_of(hta),
+              "tracelake": median_of(ours, [breakdown(r) for r in ours])}
+    return result, sum(t.cpu_s for t in hta + ours)
+
+
+def bench_shared(rounds: int, ingest: Ingest) -> tuple[dict[str, Any], float]:
+    """Our ingest of every shared trace (one run per folder), ``rounds`` times."""
+    runs = [ingest(SHARED_TRACES) for _ in range(rounds)]
+    print(f"  shared traces: {', '.join(f'{r.wall_s:.2f} s' for r in runs)}", flush=True)
+    return {"runs": sum(1 for p in SHARED_TRACES.iterdir() if p.is_dir()), "tracelake": median_of(runs)}, \
+        sum(r.cpu_s for r in runs)
+
+
+def render(report: dict[str, Any]) -> str:
+    """The figures as markdown, with ratios only when the machine was quiet."""
+    quiet = report["quiet"]
+    lines = [f"`{report['command']}`", "",
+             f"load average before {report['load_before']:.2f}, after {report['load_after']:.2f}; other processes "
+             f"used {report['others_cores']:.2f} cores on average" + ("" if quiet else
+             " — the machine was busy: ratios not reported"), "",
+             "| trace | tool | wall s (median) | rounds | CPU s | peak RSS MB | speed vs HTA | memory vs HTA |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
+    for row in report["sizes"]:
+        hta, ours = row["hta"], row["tracelake"]
+        speed = f"{hta['wall_s'] / ours['wall_s']:.1f}x" if quiet else "-"
+        memory = f"{ours['peak_rss_mb'] / hta['peak_rss_mb']:.2f}" if quiet else "-"
+        for name, m, ratios in (("HTA `TraceAnalysis` load", hta, ("", "")),
+                                ("`tracelake ingest`", ours, (speed, memory))):
+            lines.append(f"| {row['size']} | {name} | {m['wall_s']:.2f} | {m['wall_s_rounds']} | {m['cpu_s']:.2f} "
+                         f"| {m['peak_rss_mb']:.0f} | {ratios[0]} | {ratios[1]} |")
+        lines.append(f"| {row['size']} | ours: parse / analysis tables + commit / everything else | "
+                     f"{ours['parse_s']:.2f} / {ours['tables_s']:.2f} / {ours['other_s']:.2f} | | | | | |")
+    if "shared" in report:
+        shared = report["shared"]["tracelake"]
+        lines.append(f"| shared traces ({report['shared']['runs']} runs) | `tracelake ingest` | "
+                     f"{shared['wall_s']:.2f} | {shared['wall_s_rounds']} | {shared['cpu_s']:.2f} "
+                     f"| {shared['peak_rss_mb']:.0f} | | |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="100MB,234MB,500MB,2GB")
-    parser.add_argument("--steps", default=",".join(STEPS))
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    parser.add_argument("--tag", default="", help="suffix of the results files, to keep runs with other sizes")
-    parser.add_argument("--child", nargs=3, metavar=("STEP", "TRACE_DIR", "SCRATCH"), help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", default="234MB")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of HTA and ours (at least 3)")
+    parser.add_argument("--shared", action="store_true", help="also time the ingest of the shared traces")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the trace repeated to each size")
+    parser.add_argument("--settle", type=float, default=180, help="seconds to wait for a quiet machine")
     args = parser.parse_args(argv)
-    if args.child:
-        _child(args.child[0], Path(args.child[1]), Path(args.child[2]))
-        return
+    if args.rounds < 3:
+        parser.error("--rounds: at least 3, for a median")
 
     OUT.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(LAKE, ignore_errors=True)
-    results: list[dict[str, Any]] = []
     for size in args.sizes.split(","):
-        trace_dir, uncompressed = _ensure_trace(size, args.source)
-        row: dict[str, Any] = {"size": size, "uncompressed_mb": uncompressed / 1e6, "steps": {}}
-        for step in args.steps.split(","):
-            if step == "hta_load" and uncompressed * HTA_BYTES_PER_JSON_BYTE > _available_bytes() / 2:
-                row["steps"][step] = {"skipped": f"skipped: would need ~{uncompressed * HTA_BYTES_PER_JSON_BYTE / 1e9:.0f} GB"}
-            else:
-                if step == "models":  # the run's raw tables must be in the shared lake first
-                    subprocess.run([sys.executable, "-m", "tracelake.cli", "ingest", str(trace_dir), "--lake", str(LAKE)],
-                                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-                row["steps"][step] = _measure(step, trace_dir, args.repeat)
-            print(f"{size} {step}: {row['steps'][step]}", file=sys.stderr, flush=True)
-        results.append(row)
-    if "models" in args.steps:
-        cross = {"size": "all runs", "uncompressed_mb": sum(r["uncompressed_mb"] for r in results), "steps": {}}
-        cross["steps"]["cross_run"] = _measure("cross_run", LAKE, args.repeat)
-        results.append(cross)
-
-    command = "python bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    name = f"results-{args.tag}" if args.tag else "results"
-    (OUT / f"{name}.json").write_text(json.dumps({"command": command, "results": results}, indent=2))
-    table = render_table(results) + "\n\n" + render_growth(results)
-    (OUT / f"{name}.md").write_text(f"`{command}`\n\n{table}\n")
+        ensure_trace(size, args.source)  # built before the quiet wait and the meter
+    load_before = wait_for_quiet(args.settle)
+    print(f"load average before: {load_before:.2f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="tracelake-bench-", dir=OUT) as scratch:
+        ingest = Ingest(Path(scratch))
+        ingest(ensure_trace(args.sizes.split(",")[0], args.source))  # untimed: creates the Dagster home, warms caches
+        meter, ours_cpu = CpuMeter(), 0.0
+        report: dict[str, Any] = {"command": "python bench/run.py " + " ".join(argv or sys.argv[1:]), "sizes": []}
+        for size in args.sizes.split(","):
+            row, cpu = bench_size(size, args.source, args.rounds, ingest)
+            report["sizes"].append(row)
+            ours_cpu += cpu
+        if args.shared:
+            report["shared"], cpu = bench_shared(args.rounds, ingest)
+            ours_cpu += cpu
+        report["others_cores"] = meter.others_cores(ours_cpu)
+    report["load_before"], report["load_after"] = load_before, os.getloadavg()[0]
+    report["quiet"] = load_before < QUIET_LOAD and report["others_cores"] < QUIET_OTHERS_CORES
+    print(f"load average after: {report['load_after']:.2f}", flush=True)
+    (OUT / "results.json").write_text(json.dumps(report, indent=2))
+    table = render(report)
+    (OUT / "results.md").write_text(table + "\n")
     print(table)
-
-
-def render_growth(results: list[dict[str, Any]]) -> str:
-    """How each step's time per MB and peak memory change with trace size (linear time = flat s/GB)."""
-    lines = ["| step | " + " | ".join(f"{r['uncompressed_mb']:.0f} MB" for r in results if "cross_run" not in r["steps"])
-             + " |", "|---|" + "---:|" * sum(1 for r in results if "cross_run" not in r["steps"])]
-    steps = [s for s in STEPS if any(s in r["steps"] for r in results)]
-    for step in steps:
-        cells = []
-        for r in results:
-            if "cross_run" in r["steps"]:
-                continue
-            m = r["steps"].get(step, {})
-            cells.append(f"{m['wall_s'] / r['uncompressed_mb'] * 1000:.1f} s/GB, {m['peak_rss_mb']:.0f} MB"
-                         if "wall_s" in m else "-")
-        lines.append(f"| {step} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def render_table(results: list[dict[str, Any]]) -> str:
-    """A markdown table: one line per size and step, with ratios against HTA's load of that size."""
-    lines = [
-        "| size (MB) | step | wall s | CPU s | MB/s | peak RSS MB | throughput vs HTA | memory vs HTA |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row in results:
-        mb = row["uncompressed_mb"]
-        hta = row["steps"].get("hta_load", {})
-        for step, m in row["steps"].items():
-            if "skipped" in m:
-                lines.append(f"| {mb:.0f} | {step} | {m['skipped']} | | | | | |")
-                continue
-            speed = mem = ""
-            if "wall_s" in hta and step != "hta_load":
-                speed = f"{hta['wall_s'] / m['wall_s']:.1f}x"
-                mem = f"{m['peak_rss_mb'] / hta['peak_rss_mb']:.2f}"
-            lines.append(
-                f"| {mb:.0f} | {step} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {mb / m['wall_s']:.0f} "
-                f"| {m['peak_rss_mb']:.0f} "
-                f"| {speed} | {mem} |"
-            )
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
