@@ -156,8 +156,6 @@ def test_source_stats_match_torch_stacks(stack_run, run_id: str) -> None:
         assert row["total_device_ns"] == 0
 
 
-@pytest.mark.xfail(strict=False, reason="self time per line can differ from torch's by a few % (seen: 53 µs of "
-                   "749 µs on vit_training_step over 106 calls), on some profiles and not others; not yet explained")
 @pytest.mark.parametrize("run_id", ["stacks", "python_only"])
 def test_source_stats_self_time_matches_torch(stack_run, run_id: str) -> None:
     lake, _, events, grouped = stack_run
@@ -165,10 +163,12 @@ def test_source_stats_self_time_matches_torch(stack_run, run_id: str) -> None:
         (r["source_file"], r["source_line"], r["function"]): r
         for r in read_mart(lake, "source_stats") if r["run_id"] == run_id
     }
+    # Within 1 µs however long the line's self time: the JSON has torch's nanosecond times, so self times agree to
+    # the nanosecond. A line's share of AccumulateGrad (which torch gives no frame) is often under 0.5 %.
     for frame, ref in events.items():
         row = ours[frame]
-        assert close(row["self_cpu_ns"] / 1000, ref["self"]), (frame, row, ref)
-        assert close(row["self_cpu_ns"] / 1000, grouped[frame]), (frame, row, grouped[frame])
+        assert close(row["self_cpu_ns"] / 1000, ref["self"], rel_tol=0), (frame, row, ref)
+        assert close(row["self_cpu_ns"] / 1000, grouped[frame], rel_tol=0), (frame, row, grouped[frame])
 
 
 def test_stdlib_module_list_matches_python() -> None:
