@@ -3,8 +3,9 @@
 -- `nn.Module: Name_N` and `<built-in ...>` entries are not frames). The stack is the op's `Call stack` arg where
 -- the trace has one (innermost entry first: 2021 traces, and torch 2.x with the verbose experimental config);
 -- otherwise the python_function ranges of `with_stack=True` on the op's thread that enclose the op's start.
--- Backward ops take the frame of the forward op they differentiate (torch's _set_backward_stacktraces; the link is
--- the fwdbwd flow from the forward op to the backward function), so backward time lands on the forward line.
+-- Ops under a backward function take the frame of the forward op it differentiates (torch's
+-- _set_backward_stacktraces; the link is the fwdbwd flow from the forward op to the backward function), so backward
+-- time lands on the forward line; ops under AccumulateGrad (no forward op, no sequence number) get none, as in torch.
 -- Library frames: paths starting `torch/` (torch strips the sys.path prefix from file names) or holding
 -- `site-packages/torch/`; stdlib modules (int_python_stdlib_modules) by their first path component, or absolute
 -- paths under `lib/pythonX.Y/` outside site-packages; `<frozen ...>`-like names. A user file named like a stdlib
@@ -140,7 +141,7 @@ flow_ends as (
     qualify row_number() over (partition by flows.trace_id, flows.event_idx order by ops.dur_ns desc) = 1
 ),
 
-backward_functions as (
+forward_ops as (
     select backward.trace_id, backward.event_idx, forward.event_idx as forward_idx
     from flow_ends as backward
     join flow_ends as forward
@@ -150,29 +151,78 @@ backward_functions as (
     where backward.ph = 'f'
 ),
 
--- Each node of the torch op tree inside a backward function's subtree (positions pos .. last_pos on its thread):
--- the last backward function starting at or before it, if that one still encloses it.
-backward_subtrees as (
+-- Backward functions: the autograd nodes torch records in its BACKWARD_FUNCTION scope, which the JSON does not
+-- carry (the engine's `autograd::engine::evaluate_function: <node>` range around each has the node's sequence number
+-- and forward thread id too, but is no backward function): the ops at the end of a fwdbwd flow, and the node the
+-- engine runs inside that range. torch's frame for what runs under one is that of the first op with the node's
+-- sequence number on the forward thread: the forward op the flow links to, else, for nodes no forward op made
+-- (CopySlices), the engine's range around the node, whose frame is the node's own (both are called from the
+-- line that ran backward()). AccumulateGrad has no sequence number: torch gives what runs under it no frame.
+backward_functions as (
     select
         tree.trace_id,
-        tree.event_idx,
+        tree.thread_no,
         tree.pos,
-        last_value(
-            if(backward.event_idx is null, null, {'last_pos': tree.last_pos, 'forward_idx': backward.forward_idx})
-            ignore nulls
-        ) over (partition by tree.thread_no order by tree.pos rows unbounded preceding) as enclosing
+        tree.last_pos,
+        coalesce(forward.forward_idx, if(op.sequence_number >= 0, tree.event_idx, null)) as frame_idx
     from int_op_tree as tree
-    left join backward_functions as backward using (trace_id, event_idx)
+    join cpu_ops as op
+        on op.trace_id = tree.trace_id
+        and op.event_idx = tree.event_idx
+    left join int_op_tree as parent
+        on parent.tree = 'torch'
+        and parent.trace_id = tree.trace_id
+        and parent.event_idx = tree.parent_event_idx
+    left join forward_ops as forward
+        on forward.trace_id = tree.trace_id
+        and forward.event_idx = tree.event_idx
     where tree.tree = 'torch'
+        and (
+            forward.forward_idx is not null
+            or parent.name = 'autograd::engine::evaluate_function: ' || tree.name
+        )
+),
+
+-- The innermost backward function whose subtree (positions pos .. last_pos) holds a node of the torch tree, the
+-- node itself included (torch's bw_parent). They nest (CopySlices runs the node of the view it wrote through), so
+-- one sweep over positions counts those open (+1 at pos, -1 after last_pos) and the innermost one open at a node
+-- is the last that started at the node's level.
+backward_edges as (
+    select trace_id, thread_no, pos, 0 as edge_order, 1 as delta, {'frame_idx': frame_idx} as backward,
+        null as event_idx
+    from backward_functions
+    union all
+    select trace_id, thread_no, last_pos as pos, 2 as edge_order, -1 as delta, null, null
+    from backward_functions
+    union all
+    select trace_id, thread_no, pos, 1 as edge_order, 0 as delta, null, event_idx
+    from int_op_tree
+    where tree = 'torch' and thread_no in (select thread_no from backward_functions)
+),
+
+backward_levels as (
+    select *, sum(delta) over (partition by thread_no order by pos, edge_order rows unbounded preceding) as level
+    from backward_edges
+),
+
+innermost_backward as (
+    select
+        trace_id,
+        event_idx,
+        last_value(backward ignore nulls) over (
+            partition by thread_no, level order by pos, edge_order rows unbounded preceding
+        ) as backward
+    from backward_levels
+    where edge_order != 2
+    qualify edge_order = 1 and level > 0
 ),
 
 under_backward as (
-    select trace_id, event_idx, enclosing.forward_idx
-    from backward_subtrees
-    where enclosing.last_pos >= pos
+    select trace_id, event_idx, backward.frame_idx
+    from innermost_backward
 ),
 
--- As torch's EventList._set_backward_stacktraces: ops under a backward function take the stack of the forward op.
+-- As torch's EventList._set_backward_stacktraces: ops under a backward function take the frame of its forward op.
 frames as (
     select
         ops.trace_id,
@@ -185,7 +235,7 @@ frames as (
     left join own_frames as own using (trace_id, event_idx)
     left join own_frames as forward
         on forward.trace_id = backward.trace_id
-        and forward.event_idx = backward.forward_idx
+        and forward.event_idx = backward.frame_idx
     -- The profiler's step range and the DataLoader and optimizer-step record_function ranges are user annotations in
     -- torch 2 traces; before torch 2 they were Operators. They are no op of the user's code (nor tb_plugin's).
     where not regexp_matches(ops.name, '^(ProfilerStep#|enumerate\(DataLoader\)#|Optimizer\.step#)')

@@ -88,25 +88,19 @@ def _user_frame(stack: list[str]) -> tuple[str, int, str] | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def stack_run(tmp_path_factory: pytest.TempPathFactory):
-    """One torch trace with stacks and modules, twice: as torch writes it (each op's `Call stack` arg and the
-    python_function ranges), and with the Call stacks removed (python_function ranges only). Returns the lake,
-    the trace file, and torch's own source figures per frame: from its FunctionEvents (calls and totals of each
-    frame's outermost ops, self times of all) and from key_averages(group_by_stack_n=100) (self times)."""
-    import torch
-
-    root = tmp_path_factory.mktemp("attr_stacks")
-    trace = root / "src" / "stacks" / "rank-0.pt.trace.json"
-    prof = _profile(trace, 2, with_stack=True, with_modules=True,
-                    experimental_config=torch.profiler._ExperimentalConfig(verbose=True))
+def _without_call_stacks(trace: Path, out: Path) -> None:
+    """Write ``trace`` to ``out`` (gzipped) with each op's `Call stack` arg removed: python_function ranges only."""
     data = json.loads(trace.read_text(), strict=False)  # torch 2.13 writes a control character in one name
     for event in data["traceEvents"]:
         event.get("args", {}).pop("Call stack", None)
-    python_only = root / "src" / "python_only" / "rank-0.pt.trace.json.gz"
-    python_only.parent.mkdir(parents=True)
-    with gzip.open(python_only, "wt") as f:
+    out.parent.mkdir(parents=True)
+    with gzip.open(out, "wt") as f:
         json.dump(data, f)
+
+
+def _torch_source_figures(prof) -> tuple[dict, dict]:
+    """torch's own source figures per frame: from its FunctionEvents (calls and totals of each frame's outermost
+    ops, self times of all) and from key_averages(group_by_stack_n=100) (self times)."""
 
     def is_op(event) -> bool:
         return not event.is_python_function and not event.is_user_annotation
@@ -135,20 +129,13 @@ def stack_run(tmp_path_factory: pytest.TempPathFactory):
     for frame, extra in python_inside.items():
         events[frame]["self"] += extra
         grouped[frame] += extra
-    build_lake(root / "src", root / "lake", ATTRIBUTION_MARTS)
-    return root / "lake", trace, dict(events), dict(grouped)
+    return dict(events), dict(grouped)
 
 
-@pytest.mark.parametrize("run_id", ["stacks", "python_only"])
-def test_source_stats_match_torch_stacks(stack_run, run_id: str) -> None:
-    lake, _, events, grouped = stack_run
-    ours = {
-        (r["source_file"], r["source_line"], r["function"]): r
-        for r in read_mart(lake, "source_stats") if r["run_id"] == run_id
-    }
-    assert {file for file, _, _ in ours} == {"tracelake/workloads.py"}
-    assert {function for _, _, function in ours} >= {"forward", "attend", "vit_training_step"}
-    assert set(ours) == set(events) == set(grouped)
+def _assert_calls_and_totals_match(rows: list[dict], events: dict) -> None:
+    """Per line: calls and total time as torch's FunctionEvents have them."""
+    ours = {(r["source_file"], r["source_line"], r["function"]): r for r in rows}
+    assert set(ours) == set(events)
     for frame, ref in events.items():
         row = ours[frame]
         assert row["calls"] == ref["calls"], (frame, row, ref)
@@ -156,19 +143,86 @@ def test_source_stats_match_torch_stacks(stack_run, run_id: str) -> None:
         assert row["total_device_ns"] == 0
 
 
-@pytest.mark.xfail(strict=False, reason="self time per line can differ from torch's by a few % (seen: 53 µs of "
-                   "749 µs on vit_training_step over 106 calls), on some profiles and not others; not yet explained")
+def _assert_self_times_match(rows: list[dict], events: dict, grouped: dict) -> None:
+    """Per line: self time as torch's FunctionEvents and key_averages(group_by_stack_n) have it, within 1 µs however
+    long the line's self time: the JSON has torch's nanosecond times, so they agree to the nanosecond (a line's share
+    of AccumulateGrad, to which torch gives no frame, is often under 0.5 %)."""
+    ours = {(r["source_file"], r["source_line"], r["function"]): r for r in rows}
+    assert set(ours) == set(events) == set(grouped)
+    for frame, ref in events.items():
+        row = ours[frame]
+        assert close(row["self_cpu_ns"] / 1000, ref["self"], rel_tol=0), (frame, row, ref)
+        assert close(row["self_cpu_ns"] / 1000, grouped[frame], rel_tol=0), (frame, row, grouped[frame])
+
+
+@pytest.fixture(scope="module")
+def stack_run(tmp_path_factory: pytest.TempPathFactory):
+    """One torch trace with stacks and modules, twice: as torch writes it (each op's `Call stack` arg and the
+    python_function ranges), and with the Call stacks removed (python_function ranges only). Returns the lake,
+    the trace file, and torch's own source figures per frame (_torch_source_figures)."""
+    import torch
+
+    root = tmp_path_factory.mktemp("attr_stacks")
+    trace = root / "src" / "stacks" / "rank-0.pt.trace.json"
+    prof = _profile(trace, 2, with_stack=True, with_modules=True,
+                    experimental_config=torch.profiler._ExperimentalConfig(verbose=True))
+    _without_call_stacks(trace, root / "src" / "python_only" / "rank-0.pt.trace.json.gz")
+    events, grouped = _torch_source_figures(prof)
+    build_lake(root / "src", root / "lake", ATTRIBUTION_MARTS)
+    return root / "lake", trace, events, grouped
+
+
+@pytest.mark.parametrize("run_id", ["stacks", "python_only"])
+def test_source_stats_match_torch_stacks(stack_run, run_id: str) -> None:
+    lake, _, events, grouped = stack_run
+    rows = [r for r in read_mart(lake, "source_stats") if r["run_id"] == run_id]
+    assert {r["source_file"] for r in rows} == {"tracelake/workloads.py"}
+    assert {r["function"] for r in rows} >= {"forward", "attend", "vit_training_step"}
+    _assert_calls_and_totals_match(rows, events)
+
+
 @pytest.mark.parametrize("run_id", ["stacks", "python_only"])
 def test_source_stats_self_time_matches_torch(stack_run, run_id: str) -> None:
     lake, _, events, grouped = stack_run
-    ours = {
-        (r["source_file"], r["source_line"], r["function"]): r
-        for r in read_mart(lake, "source_stats") if r["run_id"] == run_id
+    _assert_self_times_match([r for r in read_mart(lake, "source_stats") if r["run_id"] == run_id], events, grouped)
+
+
+def _write_through_views(x, w):  # -> torch.Tensor
+    y = x @ w
+    y[:, 0] = y[:, 1] * 3
+    y.view(-1)[3:9].add_(2)
+    return y.relu().sum()
+
+
+def _backward_through_views(x, w) -> None:
+    _write_through_views(x, w).backward()
+
+
+def test_source_stats_of_backward_nodes_no_forward_op_made(tmp_path: Path) -> None:
+    """In-place writes through views make CopySlices nodes, which no forward op made (no fwdbwd flow): torch gives
+    what runs under them the frame of the line that ran backward(), and what runs under AccumulateGrad none."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    x, w = torch.randn(64, 64), torch.randn(64, 64, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True,
+                 experimental_config=torch.profiler._ExperimentalConfig(verbose=True)) as prof:
+        for _ in range(2):
+            _backward_through_views(x, w)
+    trace = tmp_path / "src" / "stacks" / "rank-0.pt.trace.json"
+    trace.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(trace))
+    assert {"torch::autograd::CopySlices", "torch::autograd::AccumulateGrad"} <= {
+        e.name for e in prof.events() if e.scope == 1  # torch's RecordScope.BACKWARD_FUNCTION
     }
-    for frame, ref in events.items():
-        row = ours[frame]
-        assert close(row["self_cpu_ns"] / 1000, ref["self"]), (frame, row, ref)
-        assert close(row["self_cpu_ns"] / 1000, grouped[frame]), (frame, row, grouped[frame])
+    _without_call_stacks(trace, tmp_path / "src" / "python_only" / "rank-0.pt.trace.json.gz")
+    events, grouped = _torch_source_figures(prof)
+    assert {function for _, _, function in events} == {"_write_through_views", "_backward_through_views"}
+    build_lake(tmp_path / "src", tmp_path / "lake", {"source_stats"})
+    for run_id in ("stacks", "python_only"):
+        rows = [r for r in read_mart(tmp_path / "lake", "source_stats") if r["run_id"] == run_id]
+        _assert_calls_and_totals_match(rows, events)
+        _assert_self_times_match(rows, events, grouped)
 
 
 def test_stdlib_module_list_matches_python() -> None:
