@@ -8,10 +8,11 @@
 -- Mimics HTA 0.5.0: integer-µs timestamps and HTA's window (see int_hta_window); a launch call counts when a kept
 -- GPU event has its correlation id.
 -- Deliberate differences: HTA sorts the changes with an unstable sort, so changes in the same µs come in an
--- arbitrary order; we order them by the exact ns time, then launches before starts (a launch precedes the start of
--- its own event). We count every launch call of int_launch_calls, so CUDA graph launches add one per kernel they
--- run (HTA 0.5.0 skips graph launches and cudaLaunchCooperativeKernel, and lets their kernels run the length below
--- 0). HTA keeps only the last stream's full-queue time per rank; we report every stream's.
+-- arbitrary order, and the points of a tie (never the length after it) depend on it; we put launches first (a
+-- launch precedes the start of its own event). We count the one-event launch calls of int_launch_calls, HTA's
+-- list plus cuLaunchKernelEx, cudaLaunchCooperativeKernel and HIP's other kernel launches; like HTA we leave out
+-- graph launches, whose kernels share one call and whose use of the launch queue the trace does not tell. HTA
+-- keeps only the last stream's full-queue time per rank; we report every stream's.
 -- grain: run_id, trace_id, stream
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/trace_counters.py::get_queue_length_summary,
 -- get_time_spent_blocked_on_full_queue; see ANCHORS.md §2.3
@@ -27,7 +28,7 @@
 with
 
 launches as (
-    select run_id, trace_id, correlation, ts_us, ts_ns
+    select run_id, trace_id, correlation, ts_us
     from int_hta_runtime
     where name in (select name from int_launch_calls)
         and not contains(name, 'GraphLaunch')
@@ -41,18 +42,16 @@ launched_events as (
         gpu.rank,
         gpu.stream,
         launches.ts_us as launch_ts_us,
-        launches.ts_ns as launch_ts_ns,
-        gpu.ts_us as start_ts_us,
-        gpu.ts_ns as start_ts_ns
+        gpu.ts_us as start_ts_us
     from int_hta_gpu_events as gpu
     join launches using (run_id, trace_id, correlation)
 ),
 
 queue_changes as (
-    select run_id, trace_id, rank, stream, launch_ts_us as ts_us, launch_ts_ns as ts_ns, 1 as delta
+    select run_id, trace_id, rank, stream, launch_ts_us as ts_us, 1 as delta
     from launched_events
     union all
-    select run_id, trace_id, rank, stream, start_ts_us, start_ts_ns, -1
+    select run_id, trace_id, rank, stream, start_ts_us, -1
     from launched_events
 ),
 
@@ -64,7 +63,7 @@ queue_series as (
     from queue_changes
     window stream_order as (
         partition by run_id, trace_id, stream
-        order by ts_us, ts_ns, delta desc
+        order by ts_us, delta desc
         rows between unbounded preceding and current row
     )
 )

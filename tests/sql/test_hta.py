@@ -25,7 +25,8 @@ from transforms.pipeline import ingest_run
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
 
 from tests.conftest import SHARED_TRACES as TRACES
-HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches"}
+HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches",
+             "queue_length_summary", "memory_bw_summary"}
 
 # (run folder under TRACES, run_id, trace file relative to TRACES)
 CASES = [
@@ -195,6 +196,80 @@ def test_kernel_launches_match_hta(case, hta_lake, hta_tmp):
         assert close(row["gpu_dur_ns"] / 1000, r.gpu_duration), corr
         assert close(row["launch_delay_ns"] / 1000, r.launch_delay), corr
         assert row["cpu_dur_ns"] >= 0 and row["gpu_dur_ns"] >= 0
+
+
+def reordered(ts, running, starts_first: bool):
+    """A running sum of HTA's (one queue-length or bandwidth series, in HTA's order) summed again with ties in a
+    µs broken as our marts break them. HTA sorts a series' changes with an unstable sort, so within one µs their
+    order is arbitrary and only the points of a tie (never the sum after it) depend on it. The steps of HTA's sum
+    give back each change; they are put in time order, positive changes first within a µs when ``starts_first``
+    (queue: launches before starts) or last (bandwidth: ends before starts), and summed again, rounded to 1e-9 so
+    that a sum back at rest is 0 and not a float64 residue."""
+    import pandas as pd
+
+    changes = pd.DataFrame({"ts": ts.to_numpy(), "delta": running.diff().fillna(running).to_numpy()})
+    in_order = changes.sort_values(["ts", "delta"], ascending=[True, not starts_first], kind="stable")
+    return in_order["delta"].cumsum().round(9)
+
+
+def assert_describes(row: dict, ref, suffix: str) -> None:
+    """``row``'s statistics (point_count, mean_SUFFIX, ...) are pandas' describe() ``ref`` of the same points."""
+    assert row["point_count"] == ref["count"]
+    for stat, ref_stat in [("mean", "mean"), ("min", "min"), ("p25", "25%"), ("p50", "50%"), ("p75", "75%"),
+                           ("max", "max")]:
+        assert close(row[f"{stat}_{suffix}"], ref[ref_stat], unit=1e-6), stat
+    if ref["count"] == 1:
+        assert row[f"std_{suffix}"] is None
+    else:
+        assert close(row[f"std_{suffix}"], ref["std"], unit=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_queue_length_summary_matches_hta(case, hta_lake, hta_tmp):
+    lake, _ = hta_lake
+    ta = hta_for(case[2], hta_tmp)
+    rank = next(iter(ta.t.traces))
+    series = ta.get_queue_length_time_series(ranks=[rank])
+    ours = {r["stream"]: r for r in mart_rows(lake, "queue_length_summary", case[1], case[2])}
+    by_stream = dict(iter(series[rank].groupby("stream", sort=False))) if series else {}
+    assert set(ours) == set(by_stream)
+    for stream, points in by_stream.items():
+        assert_describes(ours[stream], reordered(points["ts"], points["queue_length"], True).describe(), "length")
+    # No shared trace fills a stream's 1024-entry launch queue (the hand-built trace below does).
+    assert ta.get_time_spent_blocked_on_full_queue(series).empty
+    assert all(row["full_queue_ns"] == 0 for row in ours.values())
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_memory_bw_summary_matches_hta(case, hta_lake, hta_tmp):
+    lake, _ = hta_lake
+    ta = hta_for(case[2], hta_tmp)
+    rank = next(iter(ta.t.traces))
+    series = ta.get_memory_bw_time_series(ranks=[rank])
+    ours = {r["memory_kind"]: r for r in mart_rows(lake, "memory_bw_summary", case[1], case[2])}
+    points = {kind: reordered(rows["ts"], rows["memory_bw_gbps"], False)
+              for kind, rows in (series[rank].groupby("name", sort=False) if series else [])}
+    points = {kind: values[values > 0] for kind, values in points.items()}
+    assert set(ours) == {kind for kind, values in points.items() if len(values)}
+    for kind, row in ours.items():
+        assert_describes(row, points[kind].describe(), "gbps")
+
+
+@pytest.mark.parametrize("mart, case", [("queue_length_summary", CASES[2]), ("memory_bw_summary", CASES[0])])
+def test_summaries_are_htas_own_where_hta_has_no_ties(mart, case, hta_lake, hta_tmp):
+    """Where no change ties another of the other sign in one µs and every running bandwidth comes back to exactly 0
+    (alexnet's queues, nccl_rank0_of_2's copies), the marts are HTA's summaries as HTA prints them."""
+    lake, _ = hta_lake
+    ta = hta_for(case[2], hta_tmp)
+    rank = next(iter(ta.t.traces))
+    if mart == "queue_length_summary":
+        ref, key, suffix = ta.get_queue_length_summary(ranks=[rank])["queue_length"], "stream", "length"
+    else:
+        ref, key, suffix = ta.get_memory_bw_summary(ranks=[rank])["memory_bw_gbps"], "memory_kind", "gbps"
+    ours = {r[key]: r for r in mart_rows(lake, mart, case[1], case[2])}
+    assert set(ours) == {k for _, k in ref.index} and len(ours) == 2
+    for (_, k), r in ref.iterrows():
+        assert_describes(ours[k], r, suffix)
 
 
 def test_mtia_overlapping_stream_events_are_not_idle(hta_lake):
