@@ -1,6 +1,6 @@
--- One row per trace and memory operation kind (Memcpy HtoD, Memcpy DtoH, Memcpy DtoD, Memcpy PtoP, Memset, Memcpy
--- Unknown): summary statistics of the bandwidth that copies and memsets of that kind use together, as HTA's
--- memory bandwidth summary. Each MEMORY-type GPU event (name starting Memcpy, Memset or dma) adds the trace's
+-- One row per trace and memcpy/memset kind: the bandwidth its operations use together, as HTA's summary.
+-- Kinds as HTA names them: the first 11 characters of a Memcpy name (Memcpy HtoD, DtoH, DtoD, PtoP, ...), Memset,
+-- or Memcpy Unknown. Each MEMORY-type GPU event (name starting Memcpy, Memset or dma) adds the trace's
 -- "memory bandwidth (GB/s)" (0 where absent) at its start and removes it at its end; the running sum per kind in
 -- time order is the concurrent bandwidth. Like HTA, the statistics are over the series' change points whose value
 -- is above 0 (so idle stretches are left out), not weighted by time; std is the sample standard deviation and the
@@ -12,8 +12,7 @@
 -- to 1 µs here too rather than run backwards. We sum in exact decimals, so a series back at rest is exactly 0,
 -- never a float64 residue counted as a positive point.
 -- grain: run_id, trace_id, memory_kind
--- source: holistictraceanalysis 0.5.0 hta/analyzers/trace_counters.py::get_memory_bw_summary,
--- hta/utils/utils.py::get_memory_kernel_type; see ANCHORS.md §2.3
+-- source: holistictraceanalysis 0.5.0 hta/analyzers/trace_counters.py::get_memory_bw_summary; see ANCHORS.md §2.3
 -- column: memory_kind: HTA's memory operation kind: the first 11 characters of a Memcpy name, Memset, or Memcpy Unknown
 -- column: point_count: points of the bandwidth series above 0
 -- column: mean_gbps: mean concurrent bandwidth over the points

@@ -1,5 +1,5 @@
--- One row per trace and GPU stream: summary statistics of the stream's launch queue length, as HTA's queue length
--- summary. The queue length is the number of GPU events (kernels, memcpy, memset) whose launch call has run on the
+-- One row per trace and GPU stream: statistics of the stream's launch queue length, as HTA's summary.
+-- The queue length is the number of GPU events (kernels, memcpy, memset) whose launch call has run on the
 -- CPU but which have not yet started on the GPU: +1 at each launch call, -1 at the launched event's start, summed
 -- per stream in time order. Like HTA, the statistics are over the series' change points (one per launch and one
 -- per start: point_count = 2 x launched events), not weighted by time; std is the sample standard deviation and
@@ -14,8 +14,7 @@
 -- graph launches, whose kernels share one call and whose use of the launch queue the trace does not tell. HTA
 -- keeps only the last stream's full-queue time per rank; we report every stream's.
 -- grain: run_id, trace_id, stream
--- source: holistictraceanalysis 0.5.0 hta/analyzers/trace_counters.py::get_queue_length_summary,
--- get_time_spent_blocked_on_full_queue; see ANCHORS.md §2.3
+-- source: holistictraceanalysis 0.5.0 hta/analyzers/trace_counters.py::get_queue_length_summary, get_time_spent_blocked_on_full_queue; see ANCHORS.md §2.3
 -- column: point_count: points of the queue-length series (each launch and each start)
 -- column: mean_length: mean queue length over the points
 -- column: std_length: sample standard deviation of the queue length over the points
