@@ -31,6 +31,14 @@ def kernel(name: str, ts_us: float, dur_us: float, correlation: int, stream: int
             "args": {"device": 0, "stream": stream, "correlation": correlation, "External id": correlation, **args}}
 
 
+def memory_op(name: str, ts_us: float, dur_us: float, correlation: int, stream: int, gbps: float) -> dict:
+    """A GPU memcpy or memset (by ``name``: "Memcpy HtoD (...)", "Memset (Device)") moving data at ``gbps``."""
+    cat = "gpu_memset" if name.startswith("Memset") else "gpu_memcpy"
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts_us, "dur": dur_us,
+            "args": {"device": 0, "stream": stream, "correlation": correlation,
+                     "bytes": round(gbps * dur_us * 1000), "memory bandwidth (GB/s)": gbps}}
+
+
 def allreduce_args(seq: int, ranks: list[int]) -> dict:
     """NCCL collective args of a 1 MiB float all-reduce over ``ranks`` (process group "0")."""
     return {"Collective name": "allreduce", "In msg nelems": 262144, "Out msg nelems": 262144,

@@ -25,7 +25,8 @@ from transforms.pipeline import ingest_run
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
 
 from tests.conftest import SHARED_TRACES as TRACES
-HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches"}
+HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches",
+             "queue_length_summary", "memory_bw_summary"}
 
 # (run folder under TRACES, run_id, trace file relative to TRACES)
 CASES = [
@@ -197,6 +198,80 @@ def test_kernel_launches_match_hta(case, hta_lake, hta_tmp):
         assert row["cpu_dur_ns"] >= 0 and row["gpu_dur_ns"] >= 0
 
 
+def reordered(ts, running, starts_first: bool):
+    """A running sum of HTA's (one queue-length or bandwidth series, in HTA's order) summed again with ties in a
+    µs broken as our marts break them. HTA sorts a series' changes with an unstable sort, so within one µs their
+    order is arbitrary and only the points of a tie (never the sum after it) depend on it. The steps of HTA's sum
+    give back each change; they are put in time order, positive changes first within a µs when ``starts_first``
+    (queue: launches before starts) or last (bandwidth: ends before starts), and summed again, rounded to 1e-9 so
+    that a sum back at rest is 0 and not a float64 residue."""
+    import pandas as pd
+
+    changes = pd.DataFrame({"ts": ts.to_numpy(), "delta": running.diff().fillna(running).to_numpy()})
+    in_order = changes.sort_values(["ts", "delta"], ascending=[True, not starts_first], kind="stable")
+    return in_order["delta"].cumsum().round(9)
+
+
+def assert_describes(row: dict, ref, suffix: str) -> None:
+    """``row``'s statistics (point_count, mean_SUFFIX, ...) are pandas' describe() ``ref`` of the same points."""
+    assert row["point_count"] == ref["count"]
+    for stat, ref_stat in [("mean", "mean"), ("min", "min"), ("p25", "25%"), ("p50", "50%"), ("p75", "75%"),
+                           ("max", "max")]:
+        assert close(row[f"{stat}_{suffix}"], ref[ref_stat], unit=1e-6), stat
+    if ref["count"] == 1:
+        assert row[f"std_{suffix}"] is None
+    else:
+        assert close(row[f"std_{suffix}"], ref["std"], unit=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_queue_length_summary_matches_hta(case, hta_lake, hta_tmp):
+    lake, _ = hta_lake
+    ta = hta_for(case[2], hta_tmp)
+    rank = next(iter(ta.t.traces))
+    series = ta.get_queue_length_time_series(ranks=[rank])
+    ours = {r["stream"]: r for r in mart_rows(lake, "queue_length_summary", case[1], case[2])}
+    by_stream = dict(iter(series[rank].groupby("stream", sort=False))) if series else {}
+    assert set(ours) == set(by_stream)
+    for stream, points in by_stream.items():
+        assert_describes(ours[stream], reordered(points["ts"], points["queue_length"], True).describe(), "length")
+    # No shared trace fills a stream's 1024-entry launch queue (the hand-built trace below does).
+    assert ta.get_time_spent_blocked_on_full_queue(series).empty
+    assert all(row["full_queue_ns"] == 0 for row in ours.values())
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_memory_bw_summary_matches_hta(case, hta_lake, hta_tmp):
+    lake, _ = hta_lake
+    ta = hta_for(case[2], hta_tmp)
+    rank = next(iter(ta.t.traces))
+    series = ta.get_memory_bw_time_series(ranks=[rank])
+    ours = {r["memory_kind"]: r for r in mart_rows(lake, "memory_bw_summary", case[1], case[2])}
+    points = {kind: reordered(rows["ts"], rows["memory_bw_gbps"], False)
+              for kind, rows in (series[rank].groupby("name", sort=False) if series else [])}
+    points = {kind: values[values > 0] for kind, values in points.items()}
+    assert set(ours) == {kind for kind, values in points.items() if len(values)}
+    for kind, row in ours.items():
+        assert_describes(row, points[kind].describe(), "gbps")
+
+
+@pytest.mark.parametrize("mart, case", [("queue_length_summary", CASES[2]), ("memory_bw_summary", CASES[0])])
+def test_summaries_are_htas_own_where_hta_has_no_ties(mart, case, hta_lake, hta_tmp):
+    """Where no change ties another of the other sign in one µs and every running bandwidth comes back to exactly 0
+    (alexnet's queues, nccl_rank0_of_2's copies), the marts are HTA's summaries as HTA prints them."""
+    lake, _ = hta_lake
+    ta = hta_for(case[2], hta_tmp)
+    rank = next(iter(ta.t.traces))
+    if mart == "queue_length_summary":
+        ref, key, suffix = ta.get_queue_length_summary(ranks=[rank])["queue_length"], "stream", "length"
+    else:
+        ref, key, suffix = ta.get_memory_bw_summary(ranks=[rank])["memory_bw_gbps"], "memory_kind", "gbps"
+    ours = {r[key]: r for r in mart_rows(lake, mart, case[1], case[2])}
+    assert set(ours) == {k for _, k in ref.index} and len(ours) == 2
+    for (_, k), r in ref.iterrows():
+        assert_describes(ours[k], r, suffix)
+
+
 def test_mtia_overlapping_stream_events_are_not_idle(hta_lake):
     """Deliberate difference: HTA sums negative gaps into kernel_wait; we clamp them to 0 and report them apart."""
     lake, _ = hta_lake
@@ -300,3 +375,67 @@ def test_zero_length_states_and_zero_overlap_match_hta(tmp_path):
     (overlap,) = mart_rows(lake, "comm_comp_overlap", "zero_states", "rank-0.json")
     assert overlap["communication_ns"] == 10_000
     assert overlap["overlap_ratio"] == ta.get_comm_comp_overlap(visualize=False).iloc[0]["comp_comm_overlap_pctg"] == 0
+
+
+def test_full_launch_queue_ties_and_float_residues(tmp_path):
+    """A hand-built trace with worked-out numbers. Stream 7: 1030 kernels launched 1 µs apart, then run 1 µs apart
+    from 2000 µs: lengths 1..1030 then 1029..0 (mean and median 515); the length is 1024 or more from the 1024th
+    launch (1023 µs) until the 7th start (2006 µs): 983 µs on a full queue, as HTA reports it. Stream 9: a launch in
+    the µs its predecessor starts counts first: lengths 1, 2, 1, 0. Copies: HtoD 10 GB/s over [100, 110), 20 over
+    [105, 115), 5 over [115, 120) on the stream the second ends on: 10, 30, 20, then 0 (not a point), 5; a 0-µs
+    memset lasts 1 µs; DtoH 0.1 and 0.2 overlapping: 0.1, 0.3, 0.2, then exactly 0, where HTA's float64 sum
+    leaves 2.8e-17 and counts it."""
+    import statistics
+    import sys
+
+    from hta.trace_analysis import TraceAnalysis
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from diag_fixtures import kernel, launch, memory_op, write_trace
+
+    queue_depth = 1030
+    events = [e for i in range(queue_depth) for e in (launch(i, 0.5, i + 1), kernel("gemm", 2000 + i, 1, i + 1))]
+    events += [launch(3000, 0.5, 5001), kernel("gemm", 3001, 1, 5001, stream=9),
+               launch(3001, 0.5, 5002), kernel("gemm", 3002, 1, 5002, stream=9)]
+    htod, dtoh = "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"
+    copies = [(htod, 100, 10, 11, 10.0), (htod, 105, 10, 12, 20.0), (htod, 115, 5, 12, 5.0),
+              ("Memset (Device)", 200, 0, 11, 8.0), (dtoh, 300, 10, 11, 0.1), (dtoh, 305, 10, 12, 0.2)]
+    for corr, (name, ts, dur, stream, gbps) in enumerate(copies, start=6001):
+        events += [launch(ts - 20, 1, corr, "cudaMemsetAsync" if name.startswith("Memset") else "cudaMemcpyAsync"),
+                   memory_op(name, ts, dur, corr, stream, gbps)]
+    folder = tmp_path / "queues"
+    write_trace(folder, 0, 1, events)
+    lake = Lake(str(tmp_path / "lake"))
+    (run,) = discover_runs(str(folder))
+    ingest_run(run, lake, select={"queue_length_summary", "memory_bw_summary"})
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    ta = TraceAnalysis(trace_dir=str(folder))
+
+    queues = {r["stream"]: r for r in mart_rows(lake, "queue_length_summary", "queues", "rank-0.json")}
+    full = queues[7]
+    assert (full["point_count"], full["mean_length"], full["p50_length"], full["min_length"], full["max_length"]) == (
+        2 * queue_depth, 515, 515, 0, queue_depth)
+    assert full["full_queue_ns"] == 983_000
+    series = ta.get_queue_length_time_series(ranks=[0])
+    assert_describes(full, ta.get_queue_length_summary_from_time_series(series).loc[(0, 7), "queue_length"], "length")
+    (blocked,) = ta.get_time_spent_blocked_on_full_queue(series).itertuples()
+    assert (blocked.stream, blocked.duration_at_max_queue_length * 1000) == (7, full["full_queue_ns"])
+    tie = queues[9]
+    assert (tie["point_count"], tie["mean_length"], tie["max_length"]) == (4, 1, 2)
+    assert tie["std_length"] == pytest.approx(statistics.stdev([1, 2, 1, 0]))
+    # Copies are launched 20 µs ahead: on stream 12 the second (launched at 95 µs) waits behind the first (105 µs).
+    assert {s: queues[s]["max_length"] for s in (11, 12)} == {11: 1, 12: 2}
+
+    bandwidth = {r["memory_kind"]: r for r in mart_rows(lake, "memory_bw_summary", "queues", "rank-0.json")}
+    assert set(bandwidth) == {"Memcpy HtoD", "Memset", "Memcpy DtoH"}
+    up = bandwidth["Memcpy HtoD"]
+    assert (up["point_count"], up["mean_gbps"], up["min_gbps"], up["p50_gbps"], up["max_gbps"]) == (
+        4, statistics.mean([10, 30, 20, 5]), 5, 15, 30)
+    assert up["std_gbps"] == pytest.approx(statistics.stdev([10, 30, 20, 5]))
+    assert (bandwidth["Memset"]["point_count"], bandwidth["Memset"]["max_gbps"], bandwidth["Memset"]["std_gbps"]) == (
+        1, 8, None)
+    down = bandwidth["Memcpy DtoH"]
+    assert down["point_count"] == 3
+    assert (down["mean_gbps"], down["max_gbps"]) == (pytest.approx(0.2), pytest.approx(0.3))
+    hta_dtoh = ta.get_memory_bw_summary(ranks=[0]).loc[(0, "Memcpy DtoH"), "memory_bw_gbps"]
+    assert hta_dtoh["count"] == 4 and 0 < hta_dtoh["min"] < 1e-12
