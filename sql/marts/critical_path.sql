@@ -104,12 +104,14 @@ host_nodes as (
     window thread as (partition by run_id, trace_id, step, pid, tid order by pos)
 ),
 
+-- As in HTA, a launch has one device event: the last to start (of a CUDA graph launch's kernels).
 device_events as (
     select
         run_id, trace_id, device, stream, event_idx, ts_ns, dur_ns, end_ns, correlation,
         if(kernel_type = 'COMMUNICATION', 2, 1) as category
     from int_kernels_classified
     where correlation is not null
+    qualify row_number() over (partition by run_id, trace_id, correlation order by ts_ns desc, event_idx desc) = 1
 ),
 
 -- Every launch of the trace with its device event, for the queue lengths and the event-record matching.
