@@ -132,8 +132,8 @@ def hta_steps(trace: Path, folder: Path) -> dict[int, dict[str, float]]:
     ids = [i for i, name in enumerate(names) if "ProfilerStep" in name]
     instances = df[df.name.isin(ids)]
     out = {}
-    for instance, (name, stream) in enumerate(zip(instances.name, instances.stream, strict=True)):
-        if stream != -1:  # a GPU-side copy of the annotation
+    for instance, (name, cat) in enumerate(zip(instances.name, instances.cat, strict=True)):
+        if names[cat] == "gpu_user_annotation":  # the step's range on the GPU timeline
             continue
         graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=instance)
         assert ok
@@ -179,6 +179,6 @@ def test_critical_path_matches_hta(case, shared_lake, shared_traces, tmp_path):
     ours = critical_path_rows(shared_lake, folder, file.split(".")[0])
     ref = hta_steps(shared_traces / folder / file, tmp_path / "hta")
     assert ref, "HTA analyses at least one step of every case"
-    assert set(ref) < set(ours)  # ours has the last step too
+    assert set(ref) <= set(ours)  # ours has the last step too (HTA drops it where there are two or more)
     for n, split in ref.items():
         assert_agrees(ours[n], split)
