@@ -13,7 +13,6 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 # Category codes of the mart's bound_by, in this order (the mart's `categories` CTE names them).
 CATEGORY_COUNT = 5
@@ -91,11 +90,34 @@ def longest_path_split(
         node = int(src[edge])
 
 
-def _numpy(values: pa.Array, dtype: type) -> np.ndarray:
-    return pc.fill_null(values, -1).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+def step_split(
+    node: np.ndarray,
+    lane: np.ndarray,
+    pos: np.ndarray,
+    chain_weight: np.ndarray,
+    chain_category: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    category: np.ndarray,
+) -> np.ndarray | None:
+    """:func:`longest_path_split` of nodes given in any order: node keys (unique), their lane (chain) and position
+    in it; cross edges name their ends by node key."""
+    order = np.lexsort((pos, lane))
+    keys = node[order]
+    by_key = np.argsort(keys)
+    sorted_keys = keys[by_key]
+    ends = by_key[np.searchsorted(sorted_keys, np.concatenate([src, dst]))]
+    return longest_path_split(chain_weight[order], chain_category[order], ends[: len(src)], ends[len(src):],
+                              weight, category)
+
+
 
 
 def _split_rows(
+    node: pa.ChunkedArray,
+    lane: pa.ChunkedArray,
+    pos: pa.ChunkedArray,
     chain_weight: pa.ChunkedArray,
     chain_category: pa.ChunkedArray,
     src: pa.ChunkedArray,
@@ -103,22 +125,21 @@ def _split_rows(
     weight: pa.ChunkedArray,
     category: pa.ChunkedArray,
 ) -> pa.Array:
-    """:func:`longest_path_split` over each row of the list columns (one row per step)."""
-    lists = [column.combine_chunks() for column in (chain_weight, chain_category, src, dst, weight, category)]
+    """:func:`step_split` over each row of the list columns (one row per step)."""
+    columns = (node, lane, pos, chain_weight, chain_category, src, dst, weight, category)
+    lists = [column.combine_chunks() for column in columns]
     out = []
     for row in range(len(lists[0])):
-        arrays = [
-            _numpy(lst[row].values, kind)
-            for lst, kind in zip(lists, (np.int64, np.intp, np.intp, np.intp, np.int64, np.intp), strict=True)
-        ]
-        totals = longest_path_split(*arrays) if len(arrays[0]) else None
+        arrays = [column[row].values.to_numpy(zero_copy_only=False) for column in lists]
+        totals = step_split(*arrays) if len(arrays[0]) else None
         out.append(None if totals is None else totals.tolist())
     return pa.array(out, type=pa.list_(pa.int64()))
 
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
-    """Make ``critical_path_split(chain_weight, chain_category, src, dst, weight, category)`` callable in ``con``:
-    lists per step as in :func:`longest_path_split`, returning the path's ns per category code (NULL on a cycle)."""
+    """Make ``critical_path_split(node, lane, pos, chain_weight, chain_category, src, dst, weight, category)``
+    callable in ``con``: lists per step as in :func:`step_split`, returning the path's ns per category code (NULL
+    on a cycle)."""
     try:
         con.remove_function(FUNCTION)
     except duckdb.InvalidInputException:
@@ -126,7 +147,8 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     con.create_function(
         FUNCTION,
         _split_rows,
-        ["BIGINT[]", "INTEGER[]", "INTEGER[]", "INTEGER[]", "BIGINT[]", "INTEGER[]"],
+        ["BIGINT[]", "UBIGINT[]", "BIGINT[]", "BIGINT[]", "INTEGER[]", "BIGINT[]", "BIGINT[]", "BIGINT[]",
+         "INTEGER[]"],
         "BIGINT[]",
         type="arrow",
     )

@@ -59,7 +59,8 @@ host_events as (
 
 -- The events starting inside a step, as HTA clips one annotation instance (steps do not overlap).
 step_host as materialized (
-    select steps.step, host_events.*
+    select steps.step, hash(host_events.trace_id, steps.step, 'thread', host_events.pid, host_events.tid) as lane,
+        host_events.*
     from host_events
     asof join steps
         on host_events.run_id = steps.run_id
@@ -69,10 +70,10 @@ step_host as materialized (
 ),
 
 boundaries as (
-    select run_id, trace_id, step, pid, tid, event_idx, dur_ns, blocking, ts_ns as at_ns, true as is_start
+    select run_id, trace_id, step, lane, event_idx, dur_ns, blocking, ts_ns as at_ns, true as is_start
     from step_host
     union all
-    select run_id, trace_id, step, pid, tid, event_idx, dur_ns, blocking, end_ns as at_ns, false as is_start
+    select run_id, trace_id, step, lane, event_idx, dur_ns, blocking, end_ns as at_ns, false as is_start
     from step_host
 ),
 
@@ -81,27 +82,26 @@ thread_order as (
     select
         *,
         row_number() over call_order as pos,
-        sum(if(is_start, 1, -1)) over call_order as open_after
+        sum(if(is_start, 1, -1)) over call_order - if(is_start, 1, -1) as open_before,
+        lag(at_ns) over call_order as previous_ns
     from boundaries
     window call_order as (
-        partition by run_id, trace_id, step, pid, tid
+        partition by lane
         order by at_ns, is_start, if(is_start, -dur_ns, dur_ns), if(is_start, event_idx, -event_idx)
     )
 ),
 
 host_nodes as (
     select
-        run_id, trace_id, step, event_idx, is_start,
-        0 as lane_kind, pid || '/' || tid as lane, pos,
+        run_id, trace_id, step, event_idx, is_start, lane, pos,
         case
-            when lag(at_ns) over thread is null then -1                 -- the thread's chain starts here
-            when lag(open_after) over thread = 0 then 0                 -- between top-level ops: a dependency
-            when blocking and not is_start then 0                       -- a blocking call waits for the GPU
-            else at_ns - lag(at_ns) over thread
+            when previous_ns is null then -1                -- the thread's chain starts here
+            when open_before = 0 then 0                     -- between top-level ops: a dependency
+            when blocking and not is_start then 0           -- a blocking call waits for the GPU
+            else at_ns - previous_ns
         end as chain_weight,
         0 as chain_category
     from thread_order
-    window thread as (partition by run_id, trace_id, step, pid, tid order by pos)
 ),
 
 -- As in HTA, a launch has one device event: the last to start (of a CUDA graph launch's kernels).
@@ -240,7 +240,7 @@ entered as (
 device_nodes as (
     select
         run_id, trace_id, step, event_idx, true as is_start,
-        1 as lane_kind, device || '/' || stream as lane, 2 * pos as pos,
+        hash(trace_id, step, 'stream', device, stream) as lane, 2 * pos as pos,
         case
             when by_launch or previous_end_ns is null then -1
             when waited_end_ns >= previous_end_ns then -1
@@ -251,18 +251,10 @@ device_nodes as (
     union all
     select
         run_id, trace_id, step, event_idx, false as is_start,
-        1 as lane_kind, device || '/' || stream as lane, 2 * pos + 1 as pos,
+        hash(trace_id, step, 'stream', device, stream) as lane, 2 * pos + 1 as pos,
         greatest(dur_ns, 0) as chain_weight,
         category as chain_category
     from entered
-),
-
-nodes as materialized (
-    select
-        *,
-        (row_number() over (partition by run_id, trace_id, step order by lane_kind, lane, pos) - 1)::integer
-            as node_no
-    from (select * from host_nodes union all select * from device_nodes)
 ),
 
 -- Stream Sync and Context Sync wait for the last kernel started on the stream (the device's streams) before the
@@ -319,38 +311,37 @@ cross_edges as (
     where waited_on.name = 'Event Sync'
 ),
 
+-- A node's key: its event and end (events are numbered uniquely within a trace).
 graphs as (
     select
         run_id, trace_id, step,
-        list(chain_weight order by node_no) as chain_weight,
-        list(chain_category order by node_no) as chain_category
-    from nodes
+        list(2 * event_idx + is_start::bigint) as node,
+        list(lane) as lane,
+        list(pos) as pos,
+        list(chain_weight) as chain_weight,
+        list(chain_category) as chain_category
+    from (select * from host_nodes union all select * from device_nodes)
     group by run_id, trace_id, step
 ),
 
 cross_lists as (
     select
-        cross_edges.run_id, cross_edges.trace_id, cross_edges.step,
-        list(src.node_no) as src,
-        list(dst.node_no) as dst,
-        list(cross_edges.weight) as weight,
-        list(cross_edges.category) as category
+        run_id, trace_id, step,
+        list(2 * src_idx + src_start::bigint) as src,
+        list(2 * dst_idx + dst_start::bigint) as dst,
+        list(weight) as weight,
+        list(category) as category
     from cross_edges
-    join nodes as src
-        on src.run_id = cross_edges.run_id and src.trace_id = cross_edges.trace_id and src.step = cross_edges.step
-        and src.event_idx = cross_edges.src_idx and src.is_start = cross_edges.src_start
-    join nodes as dst
-        on dst.run_id = cross_edges.run_id and dst.trace_id = cross_edges.trace_id and dst.step = cross_edges.step
-        and dst.event_idx = cross_edges.dst_idx and dst.is_start = cross_edges.dst_start
-    group by cross_edges.run_id, cross_edges.trace_id, cross_edges.step
+    group by run_id, trace_id, step
 ),
 
 paths as (
     select
         graphs.run_id, graphs.trace_id, graphs.step,
         critical_path_split(
-            graphs.chain_weight, graphs.chain_category, coalesce(cross_lists.src, []),
-            coalesce(cross_lists.dst, []), coalesce(cross_lists.weight, []), coalesce(cross_lists.category, [])
+            graphs.node, graphs.lane, graphs.pos, graphs.chain_weight, graphs.chain_category,
+            coalesce(cross_lists.src, []), coalesce(cross_lists.dst, []), coalesce(cross_lists.weight, []),
+            coalesce(cross_lists.category, [])
         ) as totals
     from graphs
     left join cross_lists using (run_id, trace_id, step)
