@@ -15,7 +15,8 @@
 -- cudaEventRecord to the end of cudaEventSynchronize, or to the start of the next kernel the waiting thread
 -- launches on the waiting stream. The critical path is the longest path (transforms/critical_path.py); total_ns is
 -- its time per category, path_ns the path's length, share_ratio = total_ns / path_ns. Categories with no time on
--- the path have no row. CPU-only traces get 'cpu' rows (the busiest thread's op time); steps without ops no row.
+-- the path have no row. CPU-only steps get one 'cpu' row (the busiest thread's op time); steps without ops and
+-- traces without ProfilerStep#N get none.
 -- Deliberate differences: exact ns (HTA rounds to integer µs); every step, the last one too (HTA drops the last
 -- ProfilerStep of a trace); events are nested per thread by time (ties: ends first, then the longer range first)
 -- without HTA's annotations and python functions in the stack, which only change which event an edge is attributed
