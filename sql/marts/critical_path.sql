@@ -1,0 +1,364 @@
+-- One row per step and category that the step's critical path runs through: the time on the path in that category
+-- and its share of the path. Definition, as HTA 0.5.0's critical_path_analysis(rank, "ProfilerStep", instance)
+-- and CPGraph.get_critical_path_breakdown(): the graph of one ProfilerStep#N holds the host ops and runtime calls
+-- starting inside the step (with positive duration) and the kernels, memcpy and memset those runtime calls
+-- launched. Each event is a start and an end node. On a thread, consecutive op boundaries in call order are joined
+-- by an edge of their time difference (cpu); top-level ops by a zero-weight dependency; the wait inside a blocking
+-- call (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, cudaEventQuery, cudaMemcpy[Async],
+-- and their hip names) weighs 0. A kernel's start-end edge weighs its duration (communication for NCCL kernels,
+-- gpu_compute otherwise). A kernel is entered by a launch edge from its runtime call's start (launch_sync: launch to
+-- kernel start) when its stream was empty at the launch and still empty at its start (HTA's queue length 1, then 0)
+-- and the previous kernel on the stream and any event it waits on ended before the launch; otherwise by an edge
+-- from the previous kernel's end on its stream (idle: HTA's kernel-kernel delay). Syncs add zero-weight edges:
+-- Stream Sync and Context Sync from the last kernel on the stream (all streams of the device) to the end of the
+-- sync call; Event Sync and Stream Wait Event from the kernel launched last on the recorded stream before
+-- cudaEventRecord to the end of cudaEventSynchronize, or to the start of the next kernel the waiting thread
+-- launches on the waiting stream. The critical path is the longest path (transforms/critical_path.py); total_ns is
+-- its time per category, path_ns the path's length, share_ratio = total_ns / path_ns. Categories with no time on
+-- the path have no row. CPU-only steps get one 'cpu' row (the busiest thread's op time); steps without ops and
+-- traces without ProfilerStep#N get none.
+-- Deliberate differences: exact ns (HTA rounds to integer µs); every step, the last one too (HTA drops the last
+-- ProfilerStep of a trace); events are nested per thread by time (ties: ends first, then the longer range first)
+-- without HTA's annotations and python functions in the stack, which only change which event an edge is attributed
+-- to; negative weights (clock skew: a kernel starting before its launch, overlapping kernels on a stream) count 0,
+-- where HTA refuses a step with one below -1 µs; queue lengths and syncs are per (device, stream), HTA's per stream;
+-- legacy `Operator`/`Runtime` traces and every launch name of int_launch_calls take part; on a tie between two
+-- equally long paths the path stays on its thread or stream. Mapping of HTA's bound_by: cpu_bound = cpu,
+-- gpu_compute_bound = gpu_compute, gpu_communication_bound = communication, gpu_kernel_launch_overhead and the
+-- zero-weight sync/dependency edges = launch_sync, gpu_kernel_kernel_overhead = idle.
+-- column: bound_by: what bounds this part of the path: cpu, gpu_compute, communication, launch_sync or idle
+-- column: total_ns: time on the critical path in this category
+-- column: share_ratio: total_ns / path_ns
+-- column: path_ns: length of the step's critical path (the same on every row of the step)
+-- column: step_ns: the ProfilerStep#N range's duration, for scale (the path can end after it, on the GPU)
+-- grain: run_id, trace_id, step, bound_by
+-- source: holistictraceanalysis 0.5.0 hta/analyzers/critical_path_analysis.py (CPGraph, bound_by)
+with
+
+categories as (
+    select * from (values (0, 'cpu'), (1, 'gpu_compute'), (2, 'communication'), (3, 'launch_sync'), (4, 'idle'))
+        as category (code, bound_by)
+),
+
+blocking_calls as (
+    select unnest([
+        'cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaEventQuery', 'cudaMemcpy',
+        'cudaMemcpyAsync', 'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize', 'hipEventQuery',
+        'hipMemcpy', 'hipMemcpyAsync', 'hipMemcpyWithStream'
+    ]) as name
+),
+
+host_events as (
+    select run_id, trace_id, pid, tid, event_idx, ts_ns, dur_ns, end_ns, null::bigint as correlation, false as blocking
+    from cpu_ops
+    union all
+    select
+        run_id, trace_id, pid, tid, event_idx, ts_ns, dur_ns, end_ns, correlation,
+        name in (select name from blocking_calls) as blocking
+    from runtime_calls
+),
+
+-- The events starting inside a step, as HTA clips one annotation instance (steps do not overlap).
+step_host as materialized (
+    select steps.step, hash(host_events.trace_id, steps.step, 'thread', host_events.pid, host_events.tid) as lane,
+        host_events.*
+    from host_events
+    asof join steps
+        on host_events.run_id = steps.run_id
+        and host_events.trace_id = steps.trace_id
+        and host_events.ts_ns >= steps.ts_ns
+    where host_events.ts_ns <= steps.end_ns and host_events.dur_ns > 0
+),
+
+boundaries as (
+    select run_id, trace_id, step, lane, event_idx, dur_ns, blocking, ts_ns as at_ns, true as is_start
+    from step_host
+    union all
+    select run_id, trace_id, step, lane, event_idx, dur_ns, blocking, end_ns as at_ns, false as is_start
+    from step_host
+),
+
+-- Call order on a thread: by time; at one instant ends before starts, the longer range opens first and closes last.
+thread_order as (
+    select
+        *,
+        row_number() over call_order as pos,
+        sum(if(is_start, 1, -1)) over call_order - if(is_start, 1, -1) as open_before,
+        lag(at_ns) over call_order as previous_ns
+    from boundaries
+    window call_order as (
+        partition by lane
+        order by at_ns, is_start, if(is_start, -dur_ns, dur_ns), if(is_start, event_idx, -event_idx)
+    )
+),
+
+host_nodes as (
+    select
+        run_id, trace_id, step, event_idx, is_start, lane, pos,
+        case
+            when previous_ns is null then -1                -- the thread's chain starts here
+            when open_before = 0 then 0                     -- between top-level ops: a dependency
+            when blocking and not is_start then 0           -- a blocking call waits for the GPU
+            else at_ns - previous_ns
+        end as chain_weight,
+        0 as chain_category
+    from thread_order
+),
+
+-- As in HTA, a launch has one device event: the last to start (of a CUDA graph launch's kernels).
+device_events as (
+    select
+        run_id, trace_id, device, stream, event_idx, ts_ns, dur_ns, end_ns, correlation,
+        if(kernel_type = 'COMMUNICATION', 2, 1) as category
+    from int_kernels_classified
+    where correlation is not null
+    qualify row_number() over (partition by run_id, trace_id, correlation order by ts_ns desc, event_idx desc) = 1
+),
+
+-- Every launch of the trace with its device event, for the queue lengths and the event-record matching.
+launches as materialized (
+    select
+        device_events.run_id, device_events.trace_id, device_events.device, device_events.stream,
+        device_events.event_idx, device_events.ts_ns, runtime_calls.ts_ns as launch_ns,
+        runtime_calls.pid, runtime_calls.tid
+    from device_events
+    join runtime_calls
+        on runtime_calls.run_id = device_events.run_id
+        and runtime_calls.trace_id = device_events.trace_id
+        and runtime_calls.correlation = device_events.correlation
+    where runtime_calls.name in (select name from int_launch_calls)
+),
+
+-- HTA's queue length: launches enqueued on a stream and not yet started, after each launch and each start.
+queue_changes as (
+    select run_id, trace_id, device, stream, event_idx, launch_ns as at_ns, 1 as change from launches
+    union all
+    select run_id, trace_id, device, stream, event_idx, ts_ns as at_ns, -1 as change from launches
+),
+
+queue_lengths as (
+    select
+        run_id, trace_id, event_idx, change,
+        sum(change) over (
+            partition by run_id, trace_id, device, stream order by at_ns, change, event_idx
+        ) as queue_length
+    from queue_changes
+),
+
+queue_at as (
+    select
+        run_id, trace_id, event_idx,
+        any_value(queue_length) filter (where change = 1) as at_launch,
+        any_value(queue_length) filter (where change = -1) as at_start
+    from queue_lengths
+    group by run_id, trace_id, event_idx
+),
+
+-- The device events of a step: those its runtime calls launched.
+step_device as materialized (
+    select
+        step_host.step, device_events.*,
+        step_host.event_idx as runtime_idx, step_host.ts_ns as runtime_ns,
+        lag(device_events.end_ns) over stream_order as previous_end_ns,
+        row_number() over stream_order as pos
+    from device_events
+    join step_host
+        on step_host.run_id = device_events.run_id
+        and step_host.trace_id = device_events.trace_id
+        and step_host.correlation = device_events.correlation
+    window stream_order as (
+        partition by device_events.run_id, device_events.trace_id, step_host.step, device_events.device,
+            device_events.stream
+        order by device_events.ts_ns, device_events.event_idx
+    )
+),
+
+-- Event Sync and Stream Wait Event wait for the kernel launched last on the recorded stream before cudaEventRecord.
+event_waits as (
+    select
+        gpu_syncs.run_id, gpu_syncs.trace_id, gpu_syncs.name, gpu_syncs.device, gpu_syncs.stream,
+        gpu_syncs.correlation, gpu_syncs.wait_on_stream, record.ts_ns as record_ns
+    from gpu_syncs
+    join runtime_calls as record
+        on record.run_id = gpu_syncs.run_id
+        and record.trace_id = gpu_syncs.trace_id
+        and record.correlation = gpu_syncs.wait_on_event_record_correlation
+    where gpu_syncs.name in ('Event Sync', 'Stream Wait Event')
+),
+
+waited_on as (
+    select event_waits.*, launches.event_idx as waited_idx
+    from event_waits
+    asof join launches
+        on launches.run_id = event_waits.run_id
+        and launches.trace_id = event_waits.trace_id
+        and launches.device = event_waits.device
+        and launches.stream = event_waits.wait_on_stream
+        and launches.launch_ns <= event_waits.record_ns
+),
+
+-- Stream Wait Event: the next kernel the waiting thread launches on the waiting stream waits for it.
+stream_waits as (
+    select waited_on.run_id, waited_on.trace_id, waited_on.waited_idx, launches.event_idx as waiting_idx
+    from waited_on
+    join runtime_calls as wait_call
+        on wait_call.run_id = waited_on.run_id
+        and wait_call.trace_id = waited_on.trace_id
+        and wait_call.correlation = waited_on.correlation
+    asof join launches
+        on launches.run_id = waited_on.run_id
+        and launches.trace_id = waited_on.trace_id
+        and launches.pid = wait_call.pid
+        and launches.tid = wait_call.tid
+        and launches.device = waited_on.device
+        and launches.stream = waited_on.stream
+        and launches.launch_ns >= wait_call.ts_ns
+    where waited_on.name = 'Stream Wait Event'
+),
+
+-- Per kernel of a step: the kernel it waits on (in the same step), then which edge enters it.
+entered as (
+    select
+        step_device.*,
+        waited.end_ns as waited_end_ns,
+        waited.event_idx as waited_idx,
+        coalesce(queue_at.at_launch = 1 and queue_at.at_start = 0, false)
+            and coalesce(step_device.previous_end_ns < step_device.runtime_ns, true)
+            and coalesce(waited.end_ns < step_device.runtime_ns, true) as by_launch
+    from step_device
+    left join queue_at using (run_id, trace_id, event_idx)
+    left join stream_waits
+        on stream_waits.run_id = step_device.run_id
+        and stream_waits.trace_id = step_device.trace_id
+        and stream_waits.waiting_idx = step_device.event_idx
+    left join step_device as waited
+        on waited.run_id = stream_waits.run_id
+        and waited.trace_id = stream_waits.trace_id
+        and waited.step = step_device.step
+        and waited.event_idx = stream_waits.waited_idx
+),
+
+device_nodes as (
+    select
+        run_id, trace_id, step, event_idx, true as is_start,
+        hash(trace_id, step, 'stream', device, stream) as lane, 2 * pos as pos,
+        case
+            when by_launch or previous_end_ns is null then -1
+            when waited_end_ns >= previous_end_ns then -1
+            else greatest(ts_ns - previous_end_ns, 0)
+        end as chain_weight,
+        4 as chain_category
+    from entered
+    union all
+    select
+        run_id, trace_id, step, event_idx, false as is_start,
+        hash(trace_id, step, 'stream', device, stream) as lane, 2 * pos + 1 as pos,
+        greatest(dur_ns, 0) as chain_weight,
+        category as chain_category
+    from entered
+),
+
+-- Stream Sync and Context Sync wait for the last kernel started on the stream (the device's streams) before the
+-- sync ended; Event Sync for the kernel its event record followed.
+sync_calls as (
+    select gpu_syncs.*, step_host.step, step_host.event_idx as call_idx
+    from gpu_syncs
+    join step_host
+        on step_host.run_id = gpu_syncs.run_id
+        and step_host.trace_id = gpu_syncs.trace_id
+        and step_host.correlation = gpu_syncs.correlation
+    where gpu_syncs.name in ('Stream Sync', 'Context Sync')
+),
+
+synced_streams as (
+    select distinct sync_calls.*, step_device.stream as synced_stream
+    from sync_calls
+    join step_device
+        on step_device.run_id = sync_calls.run_id
+        and step_device.trace_id = sync_calls.trace_id
+        and step_device.step = sync_calls.step
+        and step_device.device = sync_calls.device
+        and (sync_calls.name = 'Context Sync' or step_device.stream = sync_calls.stream)
+),
+
+cross_edges as (
+    select run_id, trace_id, step, runtime_idx as src_idx, true as src_start, event_idx as dst_idx,
+        true as dst_start, greatest(ts_ns - runtime_ns, 0) as weight, 3 as category
+    from entered
+    where by_launch
+    union all
+    select run_id, trace_id, step, waited_idx, false, event_idx, true, 0, 3
+    from entered
+    where waited_idx is not null
+    union all
+    select synced_streams.run_id, synced_streams.trace_id, synced_streams.step, last_kernel.event_idx, false,
+        synced_streams.call_idx, false, 0, 3
+    from synced_streams
+    asof join step_device as last_kernel
+        on last_kernel.run_id = synced_streams.run_id
+        and last_kernel.trace_id = synced_streams.trace_id
+        and last_kernel.step = synced_streams.step
+        and last_kernel.device = synced_streams.device
+        and last_kernel.stream = synced_streams.synced_stream
+        and last_kernel.ts_ns <= synced_streams.end_ns
+    union all
+    select step_host.run_id, step_host.trace_id, step_host.step, waited_on.waited_idx, false,
+        step_host.event_idx, false, 0, 3
+    from waited_on
+    join step_host
+        on step_host.run_id = waited_on.run_id
+        and step_host.trace_id = waited_on.trace_id
+        and step_host.correlation = waited_on.correlation
+    where waited_on.name = 'Event Sync'
+),
+
+-- A node's key: its event and end (events are numbered uniquely within a trace).
+graphs as (
+    select
+        run_id, trace_id, step,
+        list(2 * event_idx + is_start::bigint) as node,
+        list(lane) as lane,
+        list(pos) as pos,
+        list(chain_weight) as chain_weight,
+        list(chain_category) as chain_category
+    from (select * from host_nodes union all select * from device_nodes)
+    group by run_id, trace_id, step
+),
+
+cross_lists as (
+    select
+        run_id, trace_id, step,
+        list(2 * src_idx + src_start::bigint) as src,
+        list(2 * dst_idx + dst_start::bigint) as dst,
+        list(weight) as weight,
+        list(category) as category
+    from cross_edges
+    group by run_id, trace_id, step
+),
+
+paths as (
+    select
+        graphs.run_id, graphs.trace_id, graphs.step,
+        critical_path_split(
+            graphs.node, graphs.lane, graphs.pos, graphs.chain_weight, graphs.chain_category,
+            coalesce(cross_lists.src, []), coalesce(cross_lists.dst, []), coalesce(cross_lists.weight, []),
+            coalesce(cross_lists.category, [])
+        ) as totals
+    from graphs
+    left join cross_lists using (run_id, trace_id, step)
+)
+
+select
+    paths.run_id,
+    paths.trace_id,
+    paths.step,
+    categories.bound_by,
+    steps.rank,
+    paths.totals[categories.code + 1] as total_ns,
+    paths.totals[categories.code + 1] / list_sum(paths.totals) as share_ratio,
+    list_sum(paths.totals)::bigint as path_ns,
+    steps.dur_ns as step_ns
+from paths
+cross join categories
+join steps using (run_id, trace_id, step)
+where paths.totals[categories.code + 1] > 0

@@ -1,0 +1,184 @@
+"""critical_path: a hand-built trace with its path worked out by hand, the longest-path solver on small graphs, and
+HTA 0.5.0's critical_path_analysis(rank, "ProfilerStep", instance) on the shared GPU traces where HTA answers (the
+path per step and its split by category within 1 µs or 0.5 %)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.lake import Lake
+from pipelines.sources import discover_runs
+from tests.sql.diag_fixtures import BASE_NS, CPU_PID, CPU_TID, GPU_STREAM, cpu_op, kernel, launch, step, write_trace
+from transforms.catalog import open_lake
+from transforms.critical_path import longest_path_split
+from transforms.pipeline import ingest_run
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                                        "ignore::RuntimeWarning")
+
+# HTA's bound_by → ours; its zero-weight dependency and sync edges ("") weigh nothing.
+HTA_BOUND_BY = {"cpu_bound": "cpu", "gpu_compute_bound": "gpu_compute", "gpu_communication_bound": "communication",
+                "gpu_kernel_launch_overhead": "launch_sync", "gpu_kernel_kernel_overhead": "idle", "": "launch_sync"}
+
+
+def stream_sync(ts_us: float, dur_us: float, correlation: int) -> dict:
+    return {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": GPU_STREAM, "ts": ts_us,
+            "dur": dur_us, "args": {"device": 0, "stream": GPU_STREAM, "correlation": correlation}}
+
+
+def hand_built_events() -> list[dict]:
+    """Step 1 (µs): aten::mm [10, 30] launches a GEMM at 12 that runs [20, 60] on an idle stream; a NCCL all-reduce
+    op [32, 38] launches at 33 a kernel queued behind it, [62, 80]; aten::item [40, 95] waits in
+    cudaStreamSynchronize [45, 90] for the stream. The longest path: mm's 2 µs of CPU up to the launch, 8 µs launch
+    delay, 40 µs GEMM, a 2 µs gap, the 18 µs all-reduce, the sync edge to 90 and item's last 5 µs: 75 µs.
+    Step 2 is CPU only: one 40 µs op."""
+    return [
+        step(1, 0, 100),
+        cpu_op("aten::mm", 10, 20, 1),
+        launch(12, 5, 1),
+        kernel("volta_sgemm_128x64_nn", 20, 40, 1),
+        cpu_op("nccl:all_reduce", 32, 6, 3),
+        launch(33, 2, 3),
+        kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 62, 18, 3),
+        cpu_op("aten::item", 40, 55, 2),
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": CPU_PID, "tid": CPU_TID,
+         "ts": 45, "dur": 45, "args": {"correlation": 2, "External id": 2}},
+        stream_sync(45, 45, 2),
+        step(2, 100, 100),
+        cpu_op("aten::add", 110, 40, 4),
+    ]
+
+
+HAND_BUILT = {
+    1: {"cpu": 7_000, "launch_sync": 8_000, "gpu_compute": 40_000, "idle": 2_000, "communication": 18_000},
+    2: {"cpu": 40_000},
+}
+
+
+def critical_path_rows(lake: Lake, run_id: str, trace_id: str) -> dict[int, dict[str, dict]]:
+    """step → bound_by → row."""
+    rel = open_lake(lake.url).sql("select * from critical_path where run_id = $run and trace_id = $trace",
+                                  params={"run": run_id, "trace": trace_id})
+    steps: dict[int, dict[str, dict]] = {}
+    for values in rel.fetchall():
+        row = dict(zip(rel.columns, values))
+        steps.setdefault(row["step"], {})[row["bound_by"]] = row
+    return steps
+
+
+@pytest.fixture(scope="module")
+def hand_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, Path]:
+    root = tmp_path_factory.mktemp("cp_hand")
+    trace = write_trace(root / "cp_hand", 0, 1, hand_built_events())
+    lake = Lake(str(root / "lake"))
+    (run,) = discover_runs(str(root / "cp_hand"))
+    ingest_run(run, lake, select={"critical_path"})
+    return lake, trace
+
+
+def test_hand_built_trace_splits_as_worked_out(hand_built):
+    lake, _ = hand_built
+    steps = critical_path_rows(lake, "cp_hand", "rank-0")
+    assert {n: {k: r["total_ns"] for k, r in rows.items()} for n, rows in steps.items()} == HAND_BUILT
+    for n, rows in steps.items():
+        path = sum(HAND_BUILT[n].values())
+        assert all(r["path_ns"] == path and r["step_ns"] == 100_000 and r["rank"] == 0 for r in rows.values())
+        assert sum(r["share_ratio"] for r in rows.values()) == pytest.approx(1.0)
+        assert rows["cpu"]["share_ratio"] == pytest.approx(HAND_BUILT[n]["cpu"] / path)
+
+
+def test_hand_built_trace_matches_hta(hand_built, tmp_path):
+    lake, trace = hand_built
+    ours = critical_path_rows(lake, "cp_hand", "rank-0")
+    ref = hta_steps(trace, tmp_path / "hta")
+    assert set(ref) == {1}  # HTA drops a trace's last ProfilerStep
+    assert_agrees(ours[1], ref[1])
+
+
+def test_solver_follows_cross_edges_and_prefers_the_chain_on_ties():
+    # Chain A: nodes 0-1-2 (weights 5, 5); chain B: nodes 3-4 (weight 20, category 1). Edge 1 -> 3 (weight 1, 3).
+    chain_weight = np.array([-1, 5, 5, -1, 20])
+    chain_category = np.array([0, 0, 0, 0, 1])
+    totals = longest_path_split(chain_weight, chain_category, np.array([1]), np.array([3]), np.array([1]),
+                                np.array([3]))
+    assert totals.tolist() == [5, 20, 0, 1, 0]
+    # An equally long jump into node 2 (0 -> 2, weight 10) loses to staying on the chain.
+    totals = longest_path_split(chain_weight[:3], chain_category[:3], np.array([0]), np.array([2]), np.array([10]),
+                                np.array([3]))
+    assert totals.tolist() == [10, 0, 0, 0, 0]
+
+
+def test_solver_refuses_a_cycle():
+    # 0 -> 1 on the chain, 1 -> 0 across: no longest path.
+    assert longest_path_split(np.array([-1, 3]), np.array([0, 0]), np.array([1]), np.array([0]), np.array([2]),
+                              np.array([3])) is None
+
+
+def hta_steps(trace: Path, folder: Path) -> dict[int, dict[str, float]]:
+    """HTA's critical path per ProfilerStep it can analyse: step → our bound_by → µs (on a copy named rank-0)."""
+    from hta.trace_analysis import TraceAnalysis
+
+    folder.mkdir(parents=True)
+    shutil.copy(trace, folder / ("rank-0.json.gz" if trace.name.endswith(".gz") else "rank-0.json"))
+    logging.getLogger("hta").setLevel(logging.CRITICAL)
+    analysis = TraceAnalysis(trace_dir=str(folder))
+    df = analysis.t.get_trace(0)
+    names = analysis.t.symbol_table.get_sym_table()
+    ids = [i for i, name in enumerate(names) if "ProfilerStep" in name]
+    instances = df[df.name.isin(ids)]
+    out = {}
+    for instance, (name, cat) in enumerate(zip(instances.name, instances.cat, strict=True)):
+        if names[cat] == "gpu_user_annotation":  # the step's range on the GPU timeline
+            continue
+        graph, ok = analysis.critical_path_analysis(rank=0, annotation="ProfilerStep", instance_id=instance)
+        assert ok
+        split: dict[str, float] = {}
+        for _, edge in graph.get_critical_path_breakdown().iterrows():
+            split[HTA_BOUND_BY[edge["bound_by"]]] = split.get(HTA_BOUND_BY[edge["bound_by"]], 0) + edge["duration"]
+        out[int(names[name].split("#")[1])] = {k: v for k, v in split.items() if v > 0}
+    return out
+
+
+def assert_agrees(ours: dict[str, dict], ref_us: dict[str, float]) -> None:
+    """Path length and each category within 1 µs or 0.5 % of HTA's, whichever is larger."""
+    path_ns = next(iter(ours.values()))["path_ns"]
+    assert abs(path_ns / 1000 - sum(ref_us.values())) <= max(1, 0.005 * sum(ref_us.values())), (ours, ref_us)
+    for category in set(ours) | set(ref_us):
+        mine = ours[category]["total_ns"] / 1000 if category in ours else 0
+        theirs = ref_us.get(category, 0)
+        assert abs(mine - theirs) <= max(1, 0.005 * theirs), (category, ours, ref_us)
+
+
+# (run folder, trace file): the shared traces with ProfilerStep annotations.
+SHARED_CASES = [
+    ("cuda_sync", "event_sync.json.gz"),
+    ("nccl_rank0_of_2", "rank-0.json.gz"),
+    ("rank0_of_16", "rank-0.json.gz"),
+    ("rocm_mi250", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
+]
+
+
+@pytest.fixture(scope="module")
+def shared_lake(tmp_path_factory: pytest.TempPathFactory, shared_traces: Path) -> Lake:
+    lake = Lake(str(tmp_path_factory.mktemp("cp_shared")))
+    for folder in sorted({case[0] for case in SHARED_CASES}):
+        for run in discover_runs(str(shared_traces / folder)):
+            ingest_run(run, lake, select={"critical_path"})
+    return lake
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SHARED_CASES, ids=[c[0] for c in SHARED_CASES])
+def test_critical_path_matches_hta(case, shared_lake, shared_traces, tmp_path):
+    folder, file = case
+    ours = critical_path_rows(shared_lake, folder, file.split(".")[0])
+    ref = hta_steps(shared_traces / folder / file, tmp_path / "hta")
+    assert ref, "HTA analyses at least one step of every case"
+    assert set(ref) <= set(ours)  # ours has the last step too (HTA drops it where there are two or more)
+    for n, split in ref.items():
+        assert_agrees(ours[n], split)
