@@ -8,9 +8,6 @@ from pathlib import Path
 
 import duckdb
 
-LAKE_EXTENSIONS = ("ducklake", "httpfs", "postgres", "sqlite")
-
-
 @functools.cache
 def extension_file(name: str) -> str:
     """The ``.duckdb_extension`` file shipped by the ``duckdb-extension-<name>`` wheel for this DuckDB version."""
@@ -25,7 +22,7 @@ def extension_file(name: str) -> str:
     return str(matches[0])
 
 
-def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...] = LAKE_EXTENSIONS) -> None:
+def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> None:
     """Load ``names`` into ``con``, installing each from its wheel the first time (a file copy, no network)."""
     for name in names:
         try:

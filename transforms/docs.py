@@ -173,6 +173,16 @@ Why is the GPU idle?                 idle_time (per stream: host_wait = CPU enqu
 How much memory, and when?           memory_timeline (curve), memory_peaks (peak and the step it fell in)
 Which collective, which rank waits?  collectives (per instance and rank: wait_ns, skew, algbw/busbw), comm_ops
 What changed between two runs?       tracelake compare A B (run_comparison); the fleet view LAKE/reports/index.html
+What should I fix first?             recommendations (tb_plugin's rules and ours: metric, threshold, advice)
+Which rank holds the others up?      stragglers (per rank: arrived last, wait caused, verdict), collectives
+What bounds each step?               critical_path (HTA's critical path: cpu, gpu_compute, communication,
+                                     launch_sync, idle), step_health (outlier and warmup steps, dead window,
+                                     launch delay, profiler overhead)
+Which line / layer / shape is slow?  source_stats (innermost frame of my code), module_stats (nn.Module tree),
+                                     op_stats_by_shape, annotation_stats (record_function ranges), op_perf (FLOPs,
+                                     bytes, roofline bound)
+Is the launch queue or copy engine   queue_length_summary (kernels waiting per stream), memory_bw_summary (memcpy
+the limit?                           and memset bandwidth per kind), kernel_sequences (repeated launch patterns)
 
 Five "communication" numbers, each answering a different question:
   step_breakdown.communication_ns       communication time NOT hidden under kernels, memcpy or memset (tb_plugin's
