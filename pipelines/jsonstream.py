@@ -246,7 +246,7 @@ class EventChunker:
         self._events = buf
         return True
 
-    def _kineto_chunks(self) -> Generator[bytearray, None, bytes | None]:
+    def _kineto_chunks(self) -> Generator[bytearray, None, bytearray | None]:
         """Chunks cut at libkineto's separator, while the trace is in its layout.
 
         Returns the keys that follow the events array once the stream is read whole this way; None to
@@ -263,7 +263,7 @@ class EventChunker:
         end = self._events.rfind(_KINETO_EVENTS_END)
         if end < 0 or self._stream_broken() or not self._kineto_events_fit(end):
             return None
-        keys = self._read_keys(bytes(self._events[end + len(_KINETO_EVENTS_END) :]))
+        keys = self._read_keys(end + len(_KINETO_EVENTS_END))
         yield self._take_events(end + 4, len(self._events))
         return keys
 
@@ -276,7 +276,7 @@ class EventChunker:
                 return False
         return True
 
-    def _scanned_chunks(self) -> Generator[bytearray, None, bytes | None]:
+    def _scanned_chunks(self) -> Generator[bytearray, None, bytearray | None]:
         """Chunks cut where :class:`ArrayScanner` finds events end, from the buffered events on.
 
         Returns the keys that follow the events array, or None when the stream ends inside it
@@ -318,7 +318,7 @@ class EventChunker:
                 ends, close = scanner.scan(self._events, shift)
         keys = None
         if close >= 0:
-            keys = self._read_keys(bytes(self._events[close + 1 :]))
+            keys = self._read_keys(close + 1)
             del self._events[close:]
             last = len(self._events)
         else:  # the stream ended inside the events array: the last whole event ends at ``opened``
@@ -379,10 +379,10 @@ class EventChunker:
                 high = middle - 1
         return best
 
-    def _read_keys(self, tail: bytes) -> bytes | None:
-        """``tail`` (what follows the events array) and the rest of the stream; None, with the problem
-        recorded, when that is more than the cap."""
-        keys = bytearray(tail)
+    def _read_keys(self, start: int) -> bytearray | None:
+        """What follows the events array, the buffer's from ``start`` on and the rest of the stream;
+        None, with the problem recorded, when that is more than the cap."""
+        keys = bytearray(memoryview(self._events)[start : start + self._max_event_bytes + 1])
         while len(keys) <= self._max_event_bytes and (block := self._read()):
             keys += block
         if len(keys) > self._max_event_bytes:
@@ -391,9 +391,9 @@ class EventChunker:
                 f"the keys after traceEvents are larger than max_event_bytes ({self._max_event_bytes}): not read",
             )
             return None
-        return bytes(keys)
+        return keys
 
-    def _decode_metadata(self, keys: bytes | None) -> None:
+    def _decode_metadata(self, keys: bytearray | None) -> None:
         """Decode the top-level keys into the envelope: those before ``traceEvents`` and ``keys``, those after it."""
         document = None
         if keys is not None:
