@@ -2,9 +2,12 @@
 
 libkineto pretty-prints every event as a block that starts with ``"  {"`` at two spaces of indent,
 so ``"\\n  },\\n  {"`` only ever separates two top-level events: a raw newline cannot occur inside
-a JSON string and nested objects are indented deeper. Cutting there lets a trace of any size be
-parsed in bounded pieces without a byte-by-byte scan in Python. Traces written by other tools
-(compact one-line JSON) have no such separator and are decoded whole once they end.
+a JSON string and nested objects are indented deeper. Cutting there is the fast path: a search for
+a fixed string, no scan of the events. Any other layout (compact one-line JSON, other indents,
+several events per line) has no such separator; from the first stretch of ``chunk_bytes`` without
+one, :class:`pipelines.jsonscan.ArrayScanner` finds where events end instead. Either way memory
+holds a chunk or so, whatever the trace's size, and an event over the size cap is dropped as it is
+read rather than held whole.
 """
 
 from __future__ import annotations
@@ -184,7 +187,9 @@ class EventChunker:
         max_event_bytes: the largest event (and the largest run of top-level keys) that is read.
     """
 
-    def __init__(self, stream: IO[bytes], *, chunk_bytes: int, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+    def __init__(
+        self, stream: IO[bytes], *, chunk_bytes: int, max_event_bytes: int = MAX_EVENT_BYTES
+    ) -> None:
         self._stream = stream
         self._chunk_bytes = chunk_bytes
         self._max_event_bytes = max_event_bytes
@@ -217,20 +222,22 @@ class EventChunker:
             keys = yield from self._scanned_chunks()
         self._decode_metadata(keys)
         if self._oversized:
-            text = f"{message('oversized_event', self._oversized)} (max_event_bytes = {self._max_event_bytes})"
+            count = self._oversized
+            text = f"{message('oversized_event', count)} (max_event_bytes = {self._max_event_bytes})"
             self.envelope.problems.append(
-                StreamProblem("oversized_event", text, CODES["oversized_event"][0], self._oversized)
+                StreamProblem("oversized_event", text, CODES["oversized_event"][0], count)
             )
 
     def _find_events(self) -> bool:
-        """Read up to the opening of the ``traceEvents`` array; False, with the problem recorded, if it is not there."""
+        """Read up to the opening of the ``traceEvents`` array; False, with the problem recorded, if it
+        is not there (or not within ``max_event_bytes``)."""
         buf = bytearray()
         match = None
         while match is None:
             if len(buf) > self._max_event_bytes:
                 self._problem(
                     "not_a_kineto_trace",
-                    f"no traceEvents key in its first {len(buf)} bytes (more than max_event_bytes before the events)",
+                    f"no traceEvents key in its first {len(buf)} bytes (max_event_bytes before the events)",
                 )
                 return False
             block = self._read()
@@ -268,10 +275,10 @@ class EventChunker:
         return keys
 
     def _kineto_events_fit(self, end: int) -> bool:
-        """Whether the events before ``end`` are all within the cap: a separator in every stretch of that size."""
-        start = 0
+        """Whether the events before ``end`` are within the cap: a separator in every stretch that long."""
+        start, stretch = 0, self._max_event_bytes + len(KINETO_BOUNDARY)
         while end - start > self._max_event_bytes:
-            start = self._events.rfind(KINETO_BOUNDARY, start + 1, start + self._max_event_bytes + len(KINETO_BOUNDARY))
+            start = self._events.rfind(KINETO_BOUNDARY, start + 1, start + stretch)
             if start < 0:
                 return False
         return True
@@ -323,8 +330,7 @@ class EventChunker:
             last = len(self._events)
         else:  # the stream ended inside the events array: the last whole event ends at ``opened``
             last = opened
-            if not self._stream_broken():
-                self._problem("truncated_json", f"JSON ends early or is malformed after byte {self.envelope.bytes_read}")
+            self._truncated()
         if self._stream_broken():  # bytes inflated before the damage was found may be garbage
             last = self._salvage()
         if _NO_EVENTS.match(self._events, 1, last).end() < last:
@@ -361,6 +367,12 @@ class EventChunker:
     def _stream_broken(self) -> bool:
         return any(p.code in ("truncated_gzip", "corrupt_gzip") for p in self.envelope.problems)
 
+    def _truncated(self) -> None:
+        """Record that the JSON ends early, unless a broken gzip stream already says why."""
+        if not self._stream_broken():
+            where = self.envelope.bytes_read
+            self._problem("truncated_json", f"JSON ends early or is malformed after byte {where}")
+
     def _salvage(self) -> int:
         """Where the longest run of whole buffered events that decodes ends (1: none does).
 
@@ -388,20 +400,20 @@ class EventChunker:
         if len(keys) > self._max_event_bytes:
             self._problem(
                 "oversized_metadata",
-                f"the keys after traceEvents are larger than max_event_bytes ({self._max_event_bytes}): not read",
+                f"the keys after traceEvents exceed max_event_bytes ({self._max_event_bytes}): not read",
             )
             return None
         return keys
 
     def _decode_metadata(self, keys: bytearray | None) -> None:
-        """Decode the top-level keys into the envelope: those before ``traceEvents`` and ``keys``, those after it."""
+        """Decode the top-level keys into the envelope: those before ``traceEvents``, and ``keys`` after it."""
         document = None
         if keys is not None:
             document = self._decode(self._header + b'"traceEvents": []' + keys)
             if not isinstance(document, dict):
                 document = self._decode_tolerant(self._header + b'"traceEvents": []' + keys)
-            if not isinstance(document, dict) and not self._stream_broken():
-                self._problem("truncated_json", f"JSON ends early or is malformed after byte {self.envelope.bytes_read}")
+            if not isinstance(document, dict):
+                self._truncated()
         if not isinstance(document, dict):
             document = self._decode(self._header + b'"traceEvents": []}')
         if isinstance(document, dict):
