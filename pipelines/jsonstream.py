@@ -2,9 +2,12 @@
 
 libkineto pretty-prints every event as a block that starts with ``"  {"`` at two spaces of indent,
 so ``"\\n  },\\n  {"`` only ever separates two top-level events: a raw newline cannot occur inside
-a JSON string and nested objects are indented deeper. Cutting there lets a trace of any size be
-parsed in bounded pieces without a byte-by-byte scan in Python. Traces written by other tools
-(compact one-line JSON) have no such separator and are decoded whole once they end.
+a JSON string and nested objects are indented deeper. Cutting there is the fast path: a search for
+a fixed string, no scan of the events. Any other layout (compact one-line JSON, other indents,
+several events per line) has no such separator; from the first stretch of ``chunk_bytes`` without
+one, :class:`pipelines.jsonscan.ArrayScanner` finds where events end instead. Either way memory
+holds a chunk or so, whatever the trace's size, and an event over the size cap is dropped as it is
+read rather than held whole.
 """
 
 from __future__ import annotations
@@ -13,19 +16,25 @@ import json
 import re
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import numpy as np
 import orjson
 from isal import isal_zlib
 
 from pipelines.checks import CODES, message
+from pipelines.jsonscan import ArrayScanner
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 KINETO_BOUNDARY = b"\n  },\n  {"
 _KINETO_EVENTS_END = b"\n  }\n  ]"
 COMPACT_BOUNDARY = re.compile(rb"\}(\s*),\s*\{")  # group 1 ends where the comma is
+_SEPARATOR = re.compile(rb"\s*,?")  # after an event: up to where the next one starts
+_LEADING_SEPARATOR = re.compile(rb"\s*,")
+_NO_EVENTS = re.compile(rb"[\s,]*")
+MAX_EVENT_BYTES = 16 << 20
 # An escaped backslash (kept, so that ``\\ud800`` is not read as an escape), a valid surrogate
 # pair (kept), or a lone surrogate escape (group 1: replaced).
 _SURROGATE_ESCAPE = re.compile(
@@ -152,19 +161,41 @@ def tolerant_loads(data: bytes, counts: Counter[str]) -> Any:
     return json.loads(data, object_pairs_hook=pairs)
 
 
+def _decodes(data: bytes | bytearray) -> bool:
+    """Whether ``data`` is JSON, invalid UTF-8 aside (that is repaired where the events are decoded)."""
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            orjson.loads(sanitize_utf8(bytes(data))[0])
+        except orjson.JSONDecodeError:
+            return False
+    return True
+
+
 class EventChunker:
     """Iterate over JSON-array chunks of whole events; ``envelope`` is complete once iteration ends.
+
+    Memory holds about ``chunk_bytes`` (or ``max_event_bytes``, the larger) plus a read block,
+    whatever the trace's size or layout: the keys before and after the events are read up to
+    ``max_event_bytes`` each, and an event larger than that is dropped as it is read
+    (``oversized_event``), never held whole.
 
     Args:
         stream: decompressed trace bytes.
         chunk_bytes: target chunk size; a chunk is cut at the last event boundary past this size.
+        max_event_bytes: the largest event (and the largest run of top-level keys) that is read.
     """
 
-    def __init__(self, stream: IO[bytes], *, chunk_bytes: int) -> None:
+    def __init__(
+        self, stream: IO[bytes], *, chunk_bytes: int, max_event_bytes: int = MAX_EVENT_BYTES
+    ) -> None:
         self._stream = stream
         self._chunk_bytes = chunk_bytes
+        self._max_event_bytes = max_event_bytes
         self._header = b""
         self._events = bytearray()  # events read but not yet handed out, after an opening "["
+        self._oversized = 0
         self.envelope = TraceEnvelope()
 
     def _read(self) -> bytes:
@@ -183,95 +214,213 @@ class EventChunker:
     def _problem(self, code: str, message: str, severity: str = "error") -> None:
         self.envelope.problems.append(StreamProblem(code, message, severity))
 
-    def __iter__(self) -> Iterator[bytes | bytearray]:
+    def __iter__(self) -> Iterator[bytearray]:
+        if not self._find_events():
+            return
+        keys = yield from self._kineto_chunks()
+        if keys is None:
+            keys = yield from self._scanned_chunks()
+        self._decode_metadata(keys)
+        if self._oversized:
+            count = self._oversized
+            text = f"{message('oversized_event', count)} (max_event_bytes = {self._max_event_bytes})"
+            self.envelope.problems.append(
+                StreamProblem("oversized_event", text, CODES["oversized_event"][0], count)
+            )
+
+    def _find_events(self) -> bool:
+        """Read up to the opening of the ``traceEvents`` array; False, with the problem recorded, if it
+        is not there (or not within ``max_event_bytes``)."""
         buf = bytearray()
         match = None
         while match is None:
+            if len(buf) > self._max_event_bytes:
+                self._problem(
+                    "not_a_kineto_trace",
+                    f"no traceEvents key in its first {len(buf)} bytes (max_event_bytes before the events)",
+                )
+                return False
             block = self._read()
             if not block:
-                yield from self._finish_without_events_key(bytes(buf))
-                return
+                self._without_events_key(bytes(buf))
+                return False
             search_from = max(0, len(buf) - 32)
             buf += block
             match = EVENTS_KEY.search(buf, search_from)
         self.envelope.has_events_key = True
         self._header = bytes(buf[: match.start()])
-        prefix = bytes(buf[: match.end()])
         buf[: match.end()] = b"["  # the events read so far, behind the opening of their JSON array
         self._events = buf
-        del buf, match  # a match holds the buffer it searched, which becomes the first chunk
+        return True
 
-        kineto_layout = True
+    def _kineto_chunks(self) -> Generator[bytearray, None, bytearray | None]:
+        """Chunks cut at libkineto's separator, while the trace is in its layout.
+
+        Returns the keys that follow the events array once the stream is read whole this way; None to
+        go on with the scanner: at a stretch of ``chunk_bytes`` without a separator (another layout),
+        an event over the cap, or an end that is not libkineto's (a truncated or damaged trace).
+        """
         while block := self._read():
             self._events += block
-            if kineto_layout and len(self._events) >= self._chunk_bytes:
+            if len(self._events) >= self._chunk_bytes:
                 cut = self._events.rfind(KINETO_BOUNDARY)
-                if cut < 0:
-                    kineto_layout = False  # compact JSON: decoded whole at the end
-                    continue
+                if cut < 0 or not self._kineto_events_fit(cut):
+                    return None
                 yield self._take_events(cut + 4, cut + len(KINETO_BOUNDARY) - 1)
-        yield from self._finish(prefix)
+        end = self._events.rfind(_KINETO_EVENTS_END)
+        if end < 0 or self._stream_broken() or not self._kineto_events_fit(end):
+            return None
+        keys = self._read_keys(end + len(_KINETO_EVENTS_END))
+        yield self._take_events(end + 4, len(self._events))
+        return keys
+
+    def _kineto_events_fit(self, end: int) -> bool:
+        """Whether the events before ``end`` are within the cap: a separator in every stretch that long."""
+        start, stretch = 0, self._max_event_bytes + len(KINETO_BOUNDARY)
+        while end - start > self._max_event_bytes:
+            start = self._events.rfind(KINETO_BOUNDARY, start + 1, start + stretch)
+            if start < 0:
+                return False
+        return True
+
+    def _scanned_chunks(self) -> Generator[bytearray, None, bytearray | None]:
+        """Chunks cut where :class:`ArrayScanner` finds events end, from the buffered events on.
+
+        Returns the keys that follow the events array, or None when the stream ends inside it
+        (truncated) or they are over the cap.
+        """
+        scanner = ArrayScanner()
+        ends, close = scanner.scan(self._events, 1)
+        opened = 1  # where the event being read starts (with the separator before it)
+        skipping = False  # the event being read is over the cap: dropped up to its end
+        while True:
+            ends, close = self._drop_oversized(ends, close, opened)
+            if ends.size:
+                opened = int(ends[-1])
+            if close >= 0:
+                break
+            if not skipping and len(self._events) - opened > self._max_event_bytes:
+                del self._events[opened:]
+                self._oversized += 1
+                skipping = True
+            elif len(self._events) >= self._chunk_bytes and opened > 1:
+                yield self._take_events(opened, _SEPARATOR.match(self._events, opened).end())
+                opened = 1
+            block = self._read()
+            if not block:
+                break
+            if skipping:
+                ends, close = scanner.scan(block)
+                resume = int(ends[0]) if ends.size else close
+                if resume < 0:
+                    continue
+                ends, skipping = ends[1:], False
+                shift = len(self._events) - resume
+                self._events += memoryview(block)[resume:]
+                ends += shift
+                close = close + shift if close >= 0 else -1
+            else:
+                shift = len(self._events)
+                self._events += block
+                ends, close = scanner.scan(self._events, shift)
+        keys = None
+        if close >= 0:
+            keys = self._read_keys(close + 1)
+            del self._events[close:]
+            last = len(self._events)
+        else:  # the stream ended inside the events array: the last whole event ends at ``opened``
+            last = opened
+            self._truncated()
+        if self._stream_broken():  # bytes inflated before the damage was found may be garbage
+            last = self._salvage()
+        if _NO_EVENTS.match(self._events, 1, last).end() < last:
+            yield self._take_events(last, len(self._events))
+        return keys
+
+    def _drop_oversized(self, ends: np.ndarray, close: int, opened: int) -> tuple[np.ndarray, int]:
+        """Delete the events over the cap among those ``ends`` closes (each with the separator before it);
+        the ends and close after them move back."""
+        over = np.flatnonzero(np.diff(ends, prepend=opened) > self._max_event_bytes)
+        for index in over[::-1]:
+            start, stop = int(ends[index - 1]) if index else opened, int(ends[index])
+            del self._events[start:stop]
+            ends[index + 1 :] -= stop - start
+            close = close - (stop - start) if close >= 0 else -1
+        self._oversized += len(over)
+        return (np.delete(ends, over) if over.size else ends), close
 
     def _take_events(self, end: int, rest: int) -> bytearray:
         """The buffered events before ``end``, closed into a JSON array; the buffer keeps those from ``rest``.
 
         The buffer itself is handed over, not copied, and it is returned rather than bound in the
-        generator's frame: it is freed as soon as its consumer lets go of it.
+        generator's frame (so ``yield`` it at once): it is freed as soon as its consumer lets go of it.
         """
         events = self._events
         with memoryview(events) as view:
             self._events = bytearray(b"[") + view[rest:]
         del events[end:]
+        if separator := _LEADING_SEPARATOR.match(events, 1):  # an event dropped before the first one kept
+            del events[1 : separator.end()]
         events += b"]"
         return events
 
-    def _finish(self, prefix: bytes) -> Iterator[bytes | bytearray]:
-        """The last events, and the keys that follow ``traceEvents`` decoded into the envelope.
+    def _stream_broken(self) -> bool:
+        return any(p.code in ("truncated_gzip", "corrupt_gzip") for p in self.envelope.problems)
 
-        In libkineto's layout the events array ends with ``"\n  }\n  ]"``: the keys after it are
-        decoded alone and the events passed on as they are. Otherwise (compact JSON, a truncated
-        or broken end) the events are decoded here too, and salvaged if they must be.
+    def _truncated(self) -> None:
+        """Record that the JSON ends early, unless a broken gzip stream already says why."""
+        if not self._stream_broken():
+            where = self.envelope.bytes_read
+            self._problem("truncated_json", f"JSON ends early or is malformed after byte {where}")
+
+    def _salvage(self) -> int:
+        """Where the longest run of whole buffered events that decodes ends (1: none does).
+
+        Whether a run decodes is monotonic in its length (damage only ever ends it), so a binary
+        search over where the events end needs O(log n) decodes of the (bounded) buffer.
         """
-        end = self._events.rfind(_KINETO_EVENTS_END)
-        if end >= 0:
-            keys = self._events[end + len(_KINETO_EVENTS_END) :]
-            metadata = self._decode(self._header + b'"traceEvents": []' + keys)
-            if isinstance(metadata, dict):
-                metadata.pop("traceEvents", None)
-                self.envelope.metadata = metadata
-                yield self._take_events(end + 4, len(self._events))
-                return
-        tail = bytes(memoryview(self._events)[1:])  # without the "[" put in front
-        self._events = bytearray()
-        problems = len(self.envelope.problems)
-        document = self._decode(prefix + tail)
-        as_written = len(self.envelope.problems) == problems  # not repaired on the way
-        if document is None:
-            document, as_written = self._decode_tolerant(prefix + tail), False
-        if isinstance(document, dict) and isinstance(document.get("traceEvents"), list):
-            events_last = list(document)[-1] == "traceEvents"
-            events = document.pop("traceEvents")
-            self.envelope.metadata = document
-            if not events:
-                return
-            body = tail.rstrip().removesuffix(b"}").rstrip()
-            if as_written and events_last and body.endswith(b"]"):
-                # The events as written, so that the parser sees each bad one (a repeated key) itself.
-                yield b"[" + body
-            elif as_written:  # orjson keeps the last value of a repeated key, unreported
-                yield orjson.dumps(events)
-            else:  # NaN stays NaN for DuckDB's reader to report; orjson would write null
-                yield json.dumps(events, ensure_ascii=False).encode("utf-8")
-            return
-        if not any(p.code.startswith(("truncated", "corrupt")) for p in self.envelope.problems):
-            self._problem("truncated_json", f"JSON ends early or is malformed after byte {self.envelope.bytes_read}")
-        self.envelope.metadata = self._decode(self._header + b'"traceEvents": []}') or {}
-        self.envelope.metadata.pop("traceEvents", None)
-        salvaged = self._salvage(tail)
-        if salvaged:
-            yield salvaged
+        if separator := _LEADING_SEPARATOR.match(self._events, 1):
+            del self._events[1 : separator.end()]
+        ends, _ = ArrayScanner().scan(self._events, 1)
+        best, low, high = 1, 0, len(ends) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            if _decodes(self._events[: ends[middle]] + b"]"):
+                best, low = int(ends[middle]), middle + 1
+            else:
+                high = middle - 1
+        return best
 
-    def _finish_without_events_key(self, data: bytes) -> Iterator[bytes]:
+    def _read_keys(self, start: int) -> bytearray | None:
+        """What follows the events array, the buffer's from ``start`` on and the rest of the stream;
+        None, with the problem recorded, when that is more than the cap."""
+        keys = bytearray(memoryview(self._events)[start : start + self._max_event_bytes + 1])
+        while len(keys) <= self._max_event_bytes and (block := self._read()):
+            keys += block
+        if len(keys) > self._max_event_bytes:
+            self._problem(
+                "oversized_metadata",
+                f"the keys after traceEvents exceed max_event_bytes ({self._max_event_bytes}): not read",
+            )
+            return None
+        return keys
+
+    def _decode_metadata(self, keys: bytearray | None) -> None:
+        """Decode the top-level keys into the envelope: those before ``traceEvents``, and ``keys`` after it."""
+        document = None
+        if keys is not None:
+            document = self._decode(self._header + b'"traceEvents": []' + keys)
+            if not isinstance(document, dict):
+                document = self._decode_tolerant(self._header + b'"traceEvents": []' + keys)
+            if not isinstance(document, dict):
+                self._truncated()
+        if not isinstance(document, dict):
+            document = self._decode(self._header + b'"traceEvents": []}')
+        if isinstance(document, dict):
+            document.pop("traceEvents", None)
+            self.envelope.metadata = document
+
+    def _without_events_key(self, data: bytes) -> None:
         """A stream with no ``traceEvents`` key: empty, not JSON, or JSON of another kind."""
         if not data.strip():
             if not self.envelope.problems:
@@ -284,7 +433,6 @@ class EventChunker:
             return
         keys = ", ".join(list(document)[:6]) if isinstance(document, dict) else type(document).__name__
         self._problem("not_a_kineto_trace", f"valid JSON but not a Kineto trace: no traceEvents (found: {keys})")
-        yield from ()  # no events: a generator that yields nothing
 
     def _decode(self, data: bytes) -> Any:
         """orjson-decode ``data``; on invalid UTF-8 decode a repaired copy and record it; None if invalid."""
@@ -305,7 +453,7 @@ class EventChunker:
         return None
 
     def _decode_tolerant(self, data: bytes) -> Any:
-        """Decode JSON that orjson refused for bad events alone (``NaN``, lone surrogate escapes,
+        """Decode JSON that orjson refused for bad values alone (``NaN``, lone surrogate escapes,
         repeated keys), recording what was repaired; None if the text itself is broken."""
         counts: Counter[str] = Counter()
         data, counts["invalid_utf8"] = sanitize_utf8(data)
@@ -318,26 +466,3 @@ class EventChunker:
             if count:
                 self.envelope.problems.append(StreamProblem(code, message(code, count), CODES[code][0], count))
         return document
-
-    def _salvage(self, tail: bytes) -> bytes | None:
-        """The longest run of whole events at the start of ``tail``, as a JSON array."""
-        return longest_event_prefix(tail, self._decode)
-
-
-def longest_event_prefix(events: bytes, decode: Callable[[bytes], Any]) -> bytes | None:
-    """The longest prefix of comma-separated ``events`` that decodes, as a JSON array; None if none does.
-
-    Whether a prefix decodes is monotonic in its length (damage only ever ends it), so a binary
-    search over event boundaries needs O(log n) decodes.
-    """
-    ends = [m.start() + 4 for m in re.finditer(re.escape(KINETO_BOUNDARY), events)]
-    ends = ends or [m.start() + 1 for m in COMPACT_BOUNDARY.finditer(events)]
-    best, low, high = None, 0, len(ends) - 1
-    while low <= high:
-        middle = (low + high) // 2
-        chunk = b"[" + events[: ends[middle]] + b"]"
-        if decode(chunk) is not None:
-            best, low = chunk, middle + 1
-        else:
-            high = middle - 1
-    return best

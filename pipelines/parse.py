@@ -24,7 +24,7 @@ from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.checks import (
     BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, NEGATIVE_BYTES, bad_time_counts, message,
 )
-from pipelines.jsonstream import EventChunker, open_decompressed
+from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
 from pipelines.repair import repair_events
@@ -34,9 +34,6 @@ from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS
 
 log = logging.getLogger(__name__)
 
-# The reader's buffer must hold the largest single event; it allocates about twice this per file.
-_MAX_EVENT_BYTES = 16 << 20
-
 
 @dataclass(frozen=True)
 class ParseSettings:
@@ -45,6 +42,10 @@ class ParseSettings:
     chunk_bytes: int = 32 << 20  # ``threads`` chunks are decoded at once
     memory_limit: str = "512MB"  # DuckDB's buffer pool; it spills to ``workdir`` beyond this
     threads: int = 2
+    # The largest event read: a larger one is dropped as it is read (an ``oversized_event`` error), and
+    # the keys before and after the events are read up to this size. DuckDB's JSON reader allocates
+    # about twice this per chunk it decodes.
+    max_event_bytes: int = MAX_EVENT_BYTES
 
 
 @dataclass
@@ -142,8 +143,11 @@ class _EventLoader:
     :meth:`write_tables` joins the parts.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, workdir: Path, trace: TraceFile, workers: int) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, workdir: Path, trace: TraceFile, workers: int, max_event_bytes: int
+    ) -> None:
         self._con = con
+        self._max_event_bytes = max_event_bytes
         self._workdir = workdir
         self._parts = workdir / "parts"
         self._trace = trace
@@ -281,8 +285,7 @@ class _EventLoader:
             copy = f"copy ({query}) to {sql_path(part)} (format parquet, compression uncompressed)"
             cur.execute(copy, {"offset": first})
 
-    @staticmethod
-    def _read_json(cur: duckdb.DuckDBPyConnection, path: Path) -> None:
+    def _read_json(self, cur: duckdb.DuckDBPyConnection, path: Path) -> None:
         cur.execute(
             f"""
             create or replace temp table chunk as
@@ -290,7 +293,7 @@ class _EventLoader:
                    if(ts_ns is null, ts, null) as bad_ts, if(dur_ns is null, dur, null) as bad_dur
             from (select lower(cat) as lcat, *, {time_ns("ts")} as ts_ns, {time_ns("dur")} as dur_ns
                   from read_json($file, format = 'array', columns = $columns,
-                                 maximum_object_size = {_MAX_EVENT_BYTES}))
+                                 maximum_object_size = {self._max_event_bytes}))
             """,
             {"file": str(path), "columns": EVENT_COLUMNS},
         )
@@ -368,10 +371,12 @@ def parse_trace(
     """
     workdir.mkdir(parents=True, exist_ok=True)
     con = _connect(workdir, settings)
-    loader = _EventLoader(con, workdir, trace, workers=settings.threads)
+    loader = _EventLoader(con, workdir, trace, workers=settings.threads, max_event_bytes=settings.max_event_bytes)
     try:
         with fs.open(path, "rb") as raw:
-            chunker = EventChunker(open_decompressed(raw), chunk_bytes=settings.chunk_bytes)
+            chunker = EventChunker(
+                open_decompressed(raw), chunk_bytes=settings.chunk_bytes, max_event_bytes=settings.max_event_bytes
+            )
             loader.load(chunker)
         envelope = chunker.envelope
         metadata = envelope.metadata

@@ -12,13 +12,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
-import fsspec
+import orjson
 import pytest
 
 from bench.make_trace import DEFAULT_SOURCE, write_trace
-from pipelines.identity import TraceFile
-from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
+from pipelines.parse import ParsedTrace, ParseSettings
 from pipelines.tables import EVENT_TABLES
+from tests.support.parsed import parse_file, table_differences
 
 pytestmark = pytest.mark.skipif(not DEFAULT_SOURCE.exists(), reason="shared traces not found")
 
@@ -33,9 +33,7 @@ def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _parse(path: Path, workdir: Path, chunk_bytes: int) -> ParsedTrace:
-    trace = TraceFile(url=str(path), run_id="r", trace_id="t", size_bytes=path.stat().st_size)
-    settings = ParseSettings(chunk_bytes=chunk_bytes)
-    return parse_trace(fsspec.filesystem("file"), str(path), trace, workdir=workdir, settings=settings)
+    return parse_file(path, workdir, ParseSettings(chunk_bytes=chunk_bytes))
 
 
 def _events_in_order(parsed: ParsedTrace) -> list[tuple[int, str | None, int | None]]:
@@ -69,16 +67,20 @@ def test_every_event_once_in_trace_order_with_exact_times(trace_path: Path, tmp_
 def test_tables_do_not_depend_on_the_chunk_size(trace_path: Path, tmp_path: Path) -> None:
     small = _parse(trace_path, tmp_path / "small", chunk_bytes=1 << 20)
     default = _parse(trace_path, tmp_path / "default", chunk_bytes=ParseSettings().chunk_bytes)
-    con = duckdb.connect()
 
-    assert small.table_files.keys() == default.table_files.keys()
-    for table, path in small.table_files.items():
-        other = default.table_files[table]
-        assert con.execute(f"describe select * from '{path}'").fetchall() == con.execute(
-            f"describe select * from '{other}'"
-        ).fetchall(), table
-        differing = con.execute(
-            f"select count(*) from ((from '{path}' except all from '{other}') union all "
-            f"(from '{other}' except all from '{path}'))"
-        ).fetchone()
-        assert differing == (0,), table
+    assert table_differences(small, default) == {}
+
+
+def test_compact_json_gives_the_tables_of_the_pretty_printed_trace(trace_path: Path, tmp_path: Path) -> None:
+    """The same trace as one line of compact JSON goes through the scanner instead of libkineto's separator."""
+    compact = tmp_path / "compact.json"
+    compact.write_bytes(orjson.dumps(orjson.loads(trace_path.read_bytes())))
+    assert b"\n" not in compact.read_bytes()
+
+    scanned = _parse(compact, tmp_path / "compact", chunk_bytes=1 << 20)
+    pretty = _parse(trace_path, tmp_path / "pretty", chunk_bytes=1 << 20)
+
+    assert scanned.event_count == pretty.event_count > 0
+    assert (scanned.base_time_ns, scanned.rank, scanned.distributed) == (pretty.base_time_ns, pretty.rank, pretty.distributed)
+    assert [(i.code, i.count) for i in scanned.issues] == [(i.code, i.count) for i in pretty.issues]
+    assert table_differences(scanned, pretty) == {}
