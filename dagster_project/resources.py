@@ -56,6 +56,8 @@ class IngestSettingsResource(dg.ConfigurableResource):
     for the marts step's DuckDB."""
 
     chunk_mb: int = ParseSettings.chunk_bytes >> 20
+    max_event_mb: int = ParseSettings.max_event_bytes >> 20
+    """An event larger than this is skipped and reported (``oversized_event``), never held whole."""
     memory_limit: str = ParseSettings.memory_limit
     marts_memory_limit: str = MARTS_MEMORY_LIMIT
     parallelism: int = 0
@@ -68,7 +70,8 @@ class IngestSettingsResource(dg.ConfigurableResource):
     def parse_settings(self) -> ParseSettings:
         """The pipelines-level settings of one parse step."""
         threads = max(1, (os.cpu_count() or 1) // max(1, self.parallelism))
-        return ParseSettings(chunk_bytes=self.chunk_mb << 20, memory_limit=self.memory_limit, threads=threads)
+        return ParseSettings(chunk_bytes=self.chunk_mb << 20, max_event_bytes=self.max_event_mb << 20,
+                             memory_limit=self.memory_limit, threads=threads)
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
