@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 import duckdb
 
-from pipelines.extensions import load_extensions
+from pipelines.extensions import extension_connection
 from pipelines.rows import sql_path
 from pipelines.storage import HTTP_TIMEOUT_S, filesystem, full_url, is_local, storage_options_for
 
@@ -195,8 +195,7 @@ class Lake:
         config: dict[str, Any] = {"threads": threads} if threads else {}
         if memory_limit:
             config["memory_limit"] = memory_limit
-        con = duckdb.connect(config=config)
-        load_extensions(con, self._extensions())
+        con = extension_connection(self._extensions(), config)
         if not self.local:
             con.execute(f"set http_timeout = {HTTP_TIMEOUT_S}")  # an endpoint that never answers fails, not hangs
             con.execute("set http_retries = 1")
