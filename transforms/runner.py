@@ -12,7 +12,7 @@ from pipelines.lake import ALIAS
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
 from transforms.checks import CheckResult, run_checks
-from transforms.critical_path import register_functions
+from transforms import critical_path, op_tree
 from transforms.graph import release_points, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 
@@ -89,7 +89,8 @@ def build_marts(
     models = discover_models(root)
     order = run_order(models, set(RAW_TABLES), select)
     con.execute("set enable_progress_bar = false").fetchall()  # a long model drew it amid ingest's lines
-    register_functions(con)
+    critical_path.register_functions(con)  # the Python functions the models call
+    op_tree.register_functions(con)
     results: list[MartResult] = []
     released = release_points(models, order)
     for name in order:
