@@ -1,5 +1,5 @@
-"""How one thread's host ranges nest, as the DuckDB function ``op_tree_nest`` that ``sql/intermediate/int_op_tree.sql``
-calls once per (tree, thread) with the thread's ranges as lists.
+"""How one thread's host ranges nest, as the DuckDB function ``op_tree_nest`` that
+``sql/intermediate/int_op_tree.sql`` calls once per (tree, thread) with the thread's ranges as lists.
 
 A window over every start and end of a thread sorts far more rows than numpy needs: with the ranges in start order,
 depth and subtree extent are two binary searches and the parent a running maximum per depth.

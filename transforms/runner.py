@@ -12,7 +12,7 @@ from pipelines.lake import ALIAS
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
 from transforms.checks import CheckResult, run_checks
-from transforms import critical_path, op_tree
+from transforms import critical_path, op_tree, step_segments
 from transforms.graph import release_points, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 
@@ -48,6 +48,13 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict
         else:
             continue
         con.execute(f"create or replace temp view {table} as {source}").fetchall()
+
+
+def register_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Make the Python functions that models call (numpy where SQL windows cost more) callable in ``con``."""
+    critical_path.register_functions(con)
+    op_tree.register_functions(con)
+    step_segments.register_functions(con)
 
 
 def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
@@ -89,8 +96,7 @@ def build_marts(
     models = discover_models(root)
     order = run_order(models, set(RAW_TABLES), select)
     con.execute("set enable_progress_bar = false").fetchall()  # a long model drew it amid ingest's lines
-    critical_path.register_functions(con)  # the Python functions the models call
-    op_tree.register_functions(con)
+    register_functions(con)
     results: list[MartResult] = []
     released = release_points(models, order)
     for name in order:
