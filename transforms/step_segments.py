@@ -35,7 +35,7 @@ def segments(
     :data:`NO_STEP`). Inside a segment a role is active when its ranges opened so far outnumber those closed;
     ``step_start_ns`` is the latest step start so far (null before the first); ``top_role`` the first active role
     in priority order, 7 when none."""
-    order = np.argsort(t, kind="stable")
+    order = np.argsort(t)  # ties in any order: what follows sums or maximises per time
     t = t[order]
     first = np.ones(len(t), dtype=bool)
     first[1:] = t[1:] != t[:-1]
