@@ -11,8 +11,8 @@ import duckdb
 from pipelines.lake import ALIAS
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
-from transforms.checks import CheckResult, run_checks
 from transforms import critical_path, op_tree, step_segments
+from transforms.checks import CheckResult, run_checks
 from transforms.graph import release_points, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 
