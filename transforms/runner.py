@@ -11,8 +11,8 @@ import duckdb
 from pipelines.lake import ALIAS
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
+from transforms import critical_path, op_tree, step_segments
 from transforms.checks import CheckResult, run_checks
-from transforms.critical_path import register_functions
 from transforms.graph import release_points, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 
@@ -48,6 +48,13 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict
         else:
             continue
         con.execute(f"create or replace temp view {table} as {source}").fetchall()
+
+
+def register_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Make the Python functions that models call (numpy where SQL windows cost more) callable in ``con``."""
+    critical_path.register_functions(con)
+    op_tree.register_functions(con)
+    step_segments.register_functions(con)
 
 
 def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:

@@ -36,82 +36,92 @@ boundaries as (
     from step_ranges
 ),
 
--- The seven per-role deltas travel packed in one HUGEINT, 18 bits per role (a trace never has 2^18 ranges of one
--- role open at once), so one running sum replaces seven: the sum of packed deltas is the packed open counts.
-points as (
-    select
-        trace_no, t,
-        sum(delta * (1::hugeint << (18 * greatest(role, 0)))) as d_packed,
-        max(step_start_ns) as step_start_ns
-    from boundaries
-    group by trace_no, t
-),
-
--- A window over a whole trace is one partition, which DuckDB holds in memory at once. So the running sums run per
--- slab of time, a power of two wide per trace so that a slab holds about a million points (the variable
--- step_segment_slab_points, which tests set small): in parallel and within the memory limit, each slab starting
--- from the totals of the slabs before it.
+-- Slabs of time, a power of two wide per trace so that a slab holds about a million boundaries (the variable
+-- step_segment_slab_points, which tests set small): each slab's lists are in memory at once, and slabs run in
+-- parallel.
 slab_widths as (
     select
         trace_no,
         min(t) as first_t,
-        -- the span of time holding about that many points on average, rounded up to a power of two
+        -- the span of time holding about that many boundaries on average, rounded up to a power of two
         ceil(log2(greatest(
             (max(t) - min(t)) / greatest(count(*) // coalesce(getvariable('step_segment_slab_points'), 1000000), 1), 2
         )))::int as slab_shift
-    from points
+    from boundaries
     group by trace_no
 ),
 
 slabbed as (
-    select points.*, ((points.t - slab_widths.first_t) >> slab_widths.slab_shift)::integer as slab
-    from points
+    select boundaries.*, ((boundaries.t - slab_widths.first_t) >> slab_widths.slab_shift)::integer as slab
+    from boundaries
     join slab_widths using (trace_no)
 ),
 
--- a slab's last segment ends at the next slab's first point
+slab_sums as (
+    select
+        trace_no, slab, role, sum(delta)::integer as delta, max(step_start_ns) as step_start_ns, min(t) as first_t
+    from slabbed
+    group by trace_no, slab, role
+),
+
+-- a slab's last segment ends at the next slab's first time
 slabs as (
     select
-        trace_no, slab,
-        coalesce(sum(sum(d_packed)) over before, 0) as open_before,
-        max(max(step_start_ns)) over before as step_start_before,
-        lead(min(t)) over (partition by trace_no order by slab) as next_slab_t
-    from slabbed
+        trace_no, slab, min(first_t) as first_t,
+        lead(min(first_t)) over (partition by trace_no order by slab) as next_slab_t
+    from slab_sums
     group by trace_no, slab
-    window before as (partition by trace_no order by slab rows between unbounded preceding and 1 preceding)
 ),
 
-running as (
+-- What the slabs before leave open, per role, and the latest step start: boundaries at a slab's first time, so
+-- each slab's running counts start from them.
+carried as (
     select
-        trace_no, slab, t,
-        lead(t) over slab_so_far as next_t,
-        sum(d_packed) over slab_so_far as open_in_slab,
-        max(step_start_ns) over slab_so_far as step_start_in_slab
-    from slabbed
-    window slab_so_far as (partition by trace_no, slab order by t rows unbounded preceding)
+        slabs.trace_no, slabs.slab, slabs.first_t as t, earlier.role, sum(earlier.delta)::integer as delta,
+        max(earlier.step_start_ns) as step_start_ns
+    from slabs
+    join slab_sums as earlier
+        on earlier.trace_no = slabs.trace_no
+        and earlier.slab < slabs.slab
+    group by all
 ),
 
+slab_lists as (
+    select
+        trace_no, slab,
+        list(t) as t,
+        list(role::integer) as role,
+        list(delta::integer) as delta,
+        list(step_start_ns) as step_start_ns
+    from (
+        select trace_no, slab, t, role, delta, step_start_ns from slabbed
+        union all
+        select trace_no, slab, t, role, delta, step_start_ns from carried
+    )
+    group by trace_no, slab
+),
+
+-- The segments of each slab (transforms/step_segments.py): per distinct time, its end, the latest step start, the
+-- top role and three flags.
 segments as (
     select
-        running.trace_no,
-        running.t as seg_start_ns,
-        coalesce(running.next_t, slabs.next_slab_t) as seg_end_ns,
-        slabs.open_before + running.open_in_slab as open_packed,
-        coalesce(running.step_start_in_slab, slabs.step_start_before) as step_start_ns
-    from running
+        trace_no,
+        tb_segments(slab_lists.t, slab_lists.role, slab_lists.delta, slab_lists.step_start_ns, slabs.next_slab_t)
+            as segments
+    from slab_lists
     join slabs using (trace_no, slab)
 ),
 
-flags as (
+flat as (
     select
-        trace_no, seg_start_ns, seg_end_ns, step_start_ns,
-        ((open_packed >> 0) & 262143) > 0 as kernel_active,
-        ((open_packed >> 18) & 262143) > 0 as memcpy_active,
-        ((open_packed >> 36) & 262143) > 0 as memset_active,
-        ((open_packed >> 54) & 262143) > 0 as comm_active,
-        ((open_packed >> 72) & 262143) > 0 as runtime_active,
-        ((open_packed >> 90) & 262143) > 0 as dataloader_active,
-        ((open_packed >> 108) & 262143) > 0 as cpu_active
+        trace_no,
+        unnest(segments.seg_start_ns) as seg_start_ns,
+        unnest(segments.seg_end_ns) as seg_end_ns,
+        unnest(segments.step_start_ns) as step_start_ns,
+        unnest(segments.top_role) as top_role,
+        unnest(segments.kernel_active) as kernel_active,
+        unnest(segments.comm_active) as comm_active,
+        unnest(segments.cpu_active) as cpu_active
     from segments
 )
 
@@ -123,20 +133,11 @@ select
     segments.seg_start_ns,
     segments.seg_end_ns,
     segments.seg_end_ns - segments.seg_start_ns as seg_ns,
-    case
-        when kernel_active then 0
-        when memcpy_active then 1
-        when memset_active then 2
-        when comm_active then 3
-        when runtime_active then 4
-        when dataloader_active then 5
-        when cpu_active then 6
-        else 7
-    end as top_role,
+    segments.top_role,
     segments.kernel_active,
     segments.comm_active,
     segments.cpu_active
-from flags as segments
+from flat as segments
 join step_ranges
     on segments.trace_no = step_ranges.trace_no
     and segments.step_start_ns = step_ranges.start_ns

@@ -54,7 +54,7 @@ host_events as (
     union all
     select
         run_id, trace_id, pid, tid, event_idx, ts_ns, dur_ns, end_ns, correlation,
-        name in (select name from blocking_calls) as blocking
+        coalesce(name in (select name from blocking_calls), false) as blocking
     from runtime_calls
 ),
 
@@ -68,41 +68,6 @@ step_host as materialized (
         and host_events.trace_id = steps.trace_id
         and host_events.ts_ns >= steps.ts_ns
     where host_events.ts_ns <= steps.end_ns and host_events.dur_ns > 0
-),
-
-boundaries as (
-    select run_id, trace_id, step, lane, event_idx, dur_ns, blocking, ts_ns as at_ns, true as is_start
-    from step_host
-    union all
-    select run_id, trace_id, step, lane, event_idx, dur_ns, blocking, end_ns as at_ns, false as is_start
-    from step_host
-),
-
--- Call order on a thread: by time; at one instant ends before starts, the longer range opens first and closes last.
-thread_order as (
-    select
-        *,
-        row_number() over call_order as pos,
-        sum(if(is_start, 1, -1)) over call_order - if(is_start, 1, -1) as open_before,
-        lag(at_ns) over call_order as previous_ns
-    from boundaries
-    window call_order as (
-        partition by lane
-        order by at_ns, is_start, if(is_start, -dur_ns, dur_ns), if(is_start, event_idx, -event_idx)
-    )
-),
-
-host_nodes as (
-    select
-        run_id, trace_id, step, event_idx, is_start, lane, pos,
-        case
-            when previous_ns is null then -1                -- the thread's chain starts here
-            when open_before = 0 then 0                     -- between top-level ops: a dependency
-            when blocking and not is_start then 0           -- a blocking call waits for the GPU
-            else at_ns - previous_ns
-        end as chain_weight,
-        0 as chain_category
-    from thread_order
 ),
 
 -- As in HTA, a launch has one device event: the last to start (of a CUDA graph launch's kernels).
@@ -312,8 +277,22 @@ cross_edges as (
     where waited_on.name = 'Event Sync'
 ),
 
--- A node's key: its event and end (events are numbered uniquely within a trace).
-graphs as (
+-- Per step, the host events as they are (transforms/critical_path.py orders each thread's starts and ends into
+-- its chain: a sort per thread in numpy costs less than a window over every boundary here), and the device nodes
+-- keyed by event and end (events are numbered uniquely within a trace).
+host_lists as (
+    select
+        run_id, trace_id, step,
+        list(lane) as lane,
+        list(event_idx) as event_idx,
+        list(ts_ns) as ts_ns,
+        list(end_ns) as end_ns,
+        list(blocking) as blocking
+    from step_host
+    group by run_id, trace_id, step
+),
+
+device_lists as (
     select
         run_id, trace_id, step,
         list(2 * event_idx + is_start::bigint) as node,
@@ -321,7 +300,7 @@ graphs as (
         list(pos) as pos,
         list(chain_weight) as chain_weight,
         list(chain_category) as chain_category
-    from (select * from host_nodes union all select * from device_nodes)
+    from device_nodes
     group by run_id, trace_id, step
 ),
 
@@ -338,13 +317,16 @@ cross_lists as (
 
 paths as (
     select
-        graphs.run_id, graphs.trace_id, graphs.step,
+        host_lists.run_id, host_lists.trace_id, host_lists.step,
         critical_path_split(
-            graphs.node, graphs.lane, graphs.pos, graphs.chain_weight, graphs.chain_category,
+            host_lists.lane, host_lists.event_idx, host_lists.ts_ns, host_lists.end_ns, host_lists.blocking,
+            coalesce(device_lists.node, []), coalesce(device_lists.lane, []), coalesce(device_lists.pos, []),
+            coalesce(device_lists.chain_weight, []), coalesce(device_lists.chain_category, []),
             coalesce(cross_lists.src, []), coalesce(cross_lists.dst, []), coalesce(cross_lists.weight, []),
             coalesce(cross_lists.category, [])
         ) as totals
-    from graphs
+    from host_lists
+    left join device_lists using (run_id, trace_id, step)
     left join cross_lists using (run_id, trace_id, step)
 )
 

@@ -10,7 +10,7 @@ from pipelines.lake import Lake
 from pipelines.sources import discover_runs
 from transforms.models import discover_models
 from transforms.pipeline import ingest_run
-from transforms.runner import MartResult, register_run_tables
+from transforms.runner import MartResult, register_functions, register_run_tables
 
 
 
@@ -39,6 +39,7 @@ def query_model(lake: Lake, run_id: str, model: str, sql: str) -> list[tuple]:
     con = lake.connect(read_only=True)
     try:
         register_run_tables(con, run_id)
+        register_functions(con)
         models = discover_models()
         from transforms.graph import run_order
         from pipelines.tables import RAW_TABLES

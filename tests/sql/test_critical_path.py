@@ -15,7 +15,7 @@ from pipelines.lake import Lake
 from pipelines.sources import discover_runs
 from tests.sql.diag_fixtures import BASE_NS, CPU_PID, CPU_TID, GPU_STREAM, cpu_op, kernel, launch, step, write_trace
 from transforms.catalog import open_lake
-from transforms.critical_path import longest_path_split
+from transforms.critical_path import host_chains, longest_path_split
 from transforms.pipeline import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
@@ -117,6 +117,23 @@ def test_solver_refuses_a_cycle():
     # 0 -> 1 on the chain, 1 -> 0 across: no longest path.
     assert longest_path_split(np.array([-1, 3]), np.array([0, 0]), np.array([1]), np.array([0]), np.array([2]),
                               np.array([3])) is None
+
+
+def test_host_chains_order_boundaries_as_calls_nest():
+    # Thread 7: a [0, 10] holds b [0, 4] (same start: the longer opens first) and c [4, 10] (b ends before c starts,
+    # c closes before a); d [10, 12] is top-level after a. Thread 9: e [3, 6], a blocking call.
+    lane = np.array([7, 7, 7, 7, 9], dtype=np.uint64)
+    event_idx = np.array([1, 2, 3, 4, 5])
+    ts_ns = np.array([0, 0, 4, 10, 3])
+    end_ns = np.array([10, 4, 10, 12, 6])
+    node, lanes, pos, chain_weight = host_chains(lane, event_idx, ts_ns, end_ns, np.array([0, 0, 0, 0, 1], bool))
+    order = np.lexsort((pos, lanes))
+    calls = [(int(k) // 2, "start" if k % 2 else "end") for k in node[order]]
+    assert calls == [(1, "start"), (2, "start"), (2, "end"), (3, "start"), (3, "end"), (1, "end"), (4, "start"),
+                     (4, "end"), (5, "start"), (5, "end")]
+    # Edges: chain starts -1, time since the previous boundary, 0 from a top-level end to the next start and into
+    # the end of a blocking call.
+    assert chain_weight[order].tolist() == [-1, 0, 4, 0, 6, 0, 0, 2, -1, 0]
 
 
 def hta_steps(trace: Path, folder: Path) -> dict[int, dict[str, float]]:
