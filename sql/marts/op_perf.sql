@@ -255,7 +255,8 @@ per_shape as (
         sum(flops)::bigint as flops,
         sum(bytes)::bigint as bytes,
         any_value(family) as family,
-        any_value(bpe) as bytes_per_element,
+        -- calls of one shape in several dtypes: the dtype holding most device time sets the peak (deterministic)
+        arg_max(bpe, {'device_ns': device_total_ns, 'bpe': bpe}) as bytes_per_element,
         sum(profiler_flops)::bigint as profiler_flops,
         any_value(rank) as rank
     from modelled
@@ -264,7 +265,7 @@ per_shape as (
 ),
 
 trace_gpus as (
-    select trace_id, any_value(device_name) as device_name
+    select trace_id, min(device_name) as device_name
     from devices
     where device >= 0
     group by all
