@@ -2,9 +2,14 @@
 
 Ingests the shipped example traces into a template lake, then fills a fresh lake with N synthetic runs, each a
 copy of one template run (every raw table and mart) with kernel durations scaled by a per-run factor in
-[0.8, 1.2]. The N runs are loaded in batches (one transaction per batch, every table: ~4 minutes per 1,000
-runs on a loaded 2-core machine); the lake they leave is the one per-run commits leave (one data file per run
-and table, one snapshot per batch). Then it times, in the N-run lake, what users do: open the lake, commit one
+[0.8, 1.2]. The runs are written by DuckLake itself, as ingests write them (one Parquet file per run and table
+under ``run_id=…``, catalog rows and statistics made by the extension), ``--batch`` runs per transaction: the
+lake is the one per-run commits leave, but with a snapshot per batch instead of per run. The fill is tuned, not
+the lake: a DuckLake commit's cost grows faster than its file count (a commit of 100 runs' 2,800 files took
+13 to 24 s here, of 20 runs' 560 files 1 s), so batches are small; the template is copied into memory once, not
+read through its catalog by every batch; and the fill's connection has one thread (DuckDB's threads contend on
+a small machine: 46 s for 200 runs with one, 70 s with two). A PostgreSQL fill takes ~10 to 20 s per 100 runs
+on the loaded 2-core machine (it took a minute before). Then it times, in the N-run lake, what users do: open the lake, commit one
 more run through the real per-run commit (:func:`pipelines.commit.replace_run`, every table in one transaction, then expiring the
 old version) of a new run and of a run already there, a query pruned to one run, and a query over all runs.
 Medians of 3 for each timed step. ``--catalog`` puts the catalog in PostgreSQL (an empty database) instead of
@@ -84,7 +89,7 @@ def _template_runs(lake: Lake, template: Lake) -> list[str]:
 def fill(lake: Lake, template: Lake, runs: int, batch_runs: int = BATCH) -> list[str]:
     """Load ``runs`` synthetic runs in batches of ``batch_runs``; returns the template runs' ids."""
     started = time.perf_counter()
-    with lake.connect() as con:
+    with lake.connect(threads=1) as con:
         tables = _attach_template(con, template)
         names = [row[0] for row in con.execute("select run_id from template.marts.runs order by run_id").fetchall()]
         # Every batch reads every template table: from memory, not through the template's catalog each time.
