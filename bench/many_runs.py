@@ -1,20 +1,21 @@
 """Benchmark: a lake of N runs. Does opening it, committing one more run and a query pruned to one run stay flat?
 
-Ingests the shipped example traces into a template lake, then fills a fresh lake with N synthetic runs, each a
-copy of one template run (every raw table and mart) with kernel durations scaled by a per-run factor in
-[0.8, 1.2]. The runs are written by DuckLake itself, as ingests write them (one Parquet file per run and table
-under ``run_id=…``, catalog rows and statistics made by the extension), ``--batch`` runs per transaction: the
-lake is the one per-run commits leave, but with a snapshot per batch instead of per run. The fill is tuned, not
-the lake: a DuckLake commit's cost grows faster than its file count (a commit of 100 runs' 2,800 files took
-13 to 24 s here, of 20 runs' 560 files 1 s), so batches are small; the template is copied into memory once, not
-read through its catalog by every batch; and the fill's connection has one thread (DuckDB's threads contend on
-a small machine: 46 s for 200 runs with one, 70 s with two). A PostgreSQL fill takes ~10 to 20 s per 100 runs
-on the loaded 2-core machine (it took a minute before). Then it times, in the N-run lake, what users do: open the lake, commit one
-more run through the real per-run commit (:func:`pipelines.commit.replace_run`, every table in one transaction, then expiring the
-old version) of a new run and of a run already there, a query pruned to one run, and a query over all runs.
-Medians of 3 for each timed step. ``--catalog`` puts the catalog in PostgreSQL (an empty database) instead of
-the default SQLite file; ``--lake`` keeps the filled lake there, and a later call with the same ``--lake`` (and
-``--catalog``) and as many runs times it again without filling it.
+Ingests the shipped example traces into a template lake, then fills a fresh lake with N synthetic runs, each a copy
+of one template run (every raw table and mart) with kernel durations scaled by a per-run factor in [0.8, 1.2]. The
+runs are written by DuckLake itself, as ingests write them (one Parquet file per run and table under ``run_id=…``,
+catalog rows and statistics made by the extension), ``--batch`` runs per transaction: the lake is the one per-run
+commits leave, but with a snapshot per batch instead of per run. The fill is tuned, not the lake: a DuckLake
+commit's cost grows faster than its file count (a commit of 100 runs' 2,800 files took 13 to 24 s here, of 20 runs'
+560 files 1 s), so batches are small; the template is copied into memory once, not read through its catalog by
+every batch; and the fill's connection has one thread (DuckDB's threads contend on a small machine: 46 s for 200
+runs with one, 70 s with two). A PostgreSQL fill takes ~10 to 20 s per 100 runs on the loaded 2-core machine (a
+minute per 100 runs before: 100 runs per transaction, the template read through its catalog, DuckDB's default
+threads). Then it times, in the N-run lake, what users do: open the lake, commit one more run through the real
+per-run commit (:func:`pipelines.commit.replace_run`, every table in one transaction, then expiring the old
+version) of a new run and of a run already there, a query pruned to one run, and a query over all runs. Medians of
+3 for each timed step. ``--catalog`` puts the catalog in PostgreSQL (an empty database) instead of the default
+SQLite file; ``--lake`` keeps the filled lake there, and a later call with the same ``--lake`` (and ``--catalog``)
+and as many runs times it again without filling it.
 
     python bench/many_runs.py --runs 1000 --out bench/out/many_runs_1000.json
     python bench/many_runs.py --runs 10000 --catalog postgresql://user@host/db --lake /data/bench-10000
