@@ -37,6 +37,11 @@ METADATA = f"__ducklake_metadata_{ALIAS}"  # where the ducklake extension attach
 # Indexes on the catalog's tables, for lookups that would otherwise read a whole table, a row per file (and per
 # column), at every commit and query: a run's files by partition value (pipelines.commit.tables_holding_run), and
 # on PostgreSQL, which runs DuckLake's filtered metadata reads itself, a table's files, deletes and column stats.
+# A scan of a table reads all its files' statistics for each filtered column (DuckLake prunes them itself, not
+# PostgreSQL): for ``run_id``, every table's first column and so DuckLake's column 1, a covering index answers
+# that from the index alone (1.7 ms, not 14 ms, for a table of 10,000 runs; 26 MB at 10,000 runs). Expiring a
+# replaced version deletes its files' statistics and partition values by file through the postgres scanner, one
+# whole-table scan each without an index on the file (0.1 to 0.3 s per commit at 10,000 runs, growing with them).
 CATALOG_INDEXES = {
     "tracelake_run_files": "ducklake_file_partition_value (partition_value)",
 }
@@ -44,6 +49,10 @@ SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
     "tracelake_table_files": "ducklake_data_file (table_id)",
     "tracelake_table_deletes": "ducklake_delete_file (table_id)",
     "tracelake_file_stats": "ducklake_file_column_stats (table_id, column_id)",
+    "tracelake_run_stats": "ducklake_file_column_stats (table_id) "
+                           "include (data_file_id, value_count, null_count, min_value, max_value) where column_id = 1",
+    "tracelake_file_stats_by_file": "ducklake_file_column_stats (data_file_id)",
+    "tracelake_file_partitions_by_file": "ducklake_file_partition_value (data_file_id)",
 }
 
 
@@ -200,6 +209,12 @@ class Lake:
             con.execute(f"set http_timeout = {HTTP_TIMEOUT_S}")  # an endpoint that never answers fails, not hangs
             con.execute("set http_retries = 1")
             con.execute(_s3_secret(self.url, self.options))
+        if self.catalog.kind == "postgres":
+            # The postgres scanner splits a scan into ranges of 1,000 pages, each read whole with the filter (a TID
+            # range scan), so DuckLake's read of one table's files read every table's: one query per scan uses the
+            # index on table_id (at 10,000 runs a query pruned to one run took 45 ms with the ranges, 27 without).
+            # Global: DuckLake reads its metadata through connections of its own.
+            con.execute("set global pg_use_ctid_scan = false")
         options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]
         attach = f"attach {sql_path('ducklake:' + self.catalog.target)} as {ALIAS} ({', '.join(options)})"
         with self._creating(not read_only):
