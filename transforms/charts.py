@@ -9,13 +9,36 @@ show as a tooltip.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-import altair as alt
 import vl_convert
 
 from transforms.units import duration_unit, format_bytes, format_ns, format_ratio, size_unit
+
+
+@contextmanager
+def _without_iri_grammar() -> Iterator[None]:
+    """Hide ``rfc3987_syntax`` while altair imports jsonschema.
+
+    jsonschema imports it when installed (jupyterlab brings it, through jupyter-events) only to check the
+    ``iri`` formats, which no Vega-Lite spec uses; its import compiles a grammar, 2.7 s on this machine, more than
+    a 234 MB trace's parse. Once jsonschema is in, the module is visible again to whoever imports it.
+    """
+    hidden = "rfc3987_syntax" not in sys.modules and "jsonschema" not in sys.modules
+    if hidden:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an import of it raises ImportError
+    try:
+        yield
+    finally:
+        if hidden:
+            del sys.modules["rfc3987_syntax"]
+
+
+with _without_iri_grammar():
+    import altair as alt
 
 # One colour per category in every chart. Compute is blue whether tb_plugin calls it "kernel" (step
 # breakdown) or "computation" (overlap view); communication is always orange, idle/other always grey.
