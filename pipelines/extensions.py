@@ -12,6 +12,7 @@ import duckdb
 # Extensions whose signature DuckDB has checked in this process (see extension_connection).
 _CHECKED: set[str] = set()
 
+
 @functools.cache
 def extension_file(name: str) -> str:
     """The ``.duckdb_extension`` file shipped by the ``duckdb-extension-<name>`` wheel for this DuckDB version."""

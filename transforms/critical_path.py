@@ -14,6 +14,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from transforms.sql_functions import replace_function
+
 # Category codes of the mart's bound_by, in this order (the mart's `categories` CTE names them).
 CATEGORY_COUNT = 5
 FUNCTION = "critical_path_split"
@@ -209,11 +211,8 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Make ``critical_path_split(host lane, event_idx, ts_ns, end_ns, blocking, device node, lane, pos,
     chain_weight, chain_category, cross src, dst, weight, category)`` callable in ``con``: lists per step as in
     :func:`_split_rows`, returning the path's ns per category code (NULL on a cycle)."""
-    try:
-        con.remove_function(FUNCTION)
-    except duckdb.InvalidInputException:
-        pass  # not registered on this connection yet
-    con.create_function(
+    replace_function(
+        con,
         FUNCTION,
         _split_rows,
         ["UBIGINT[]", "BIGINT[]", "BIGINT[]", "BIGINT[]", "BOOLEAN[]",

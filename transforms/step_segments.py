@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transforms.sql_functions import replace_function
+
 FUNCTION = "tb_segments"
 NO_STEP = np.iinfo(np.int64).min  # step_start of a boundary that is no step start
 ROLES = 7  # 0 Kernel, 1 Memcpy, 2 Memset, 3 Communication, 4 Runtime, 5 DataLoader, 6 CPU Exec; 7 Other is none
@@ -95,11 +97,8 @@ def _segment_rows(
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Make ``tb_segments(t, role, delta, step_start, next_t)`` (lists of one slab's boundaries; the next slab's
     first time) callable in ``con``, returning :func:`segments`' lists as a struct."""
-    try:
-        con.remove_function(FUNCTION)
-    except duckdb.InvalidInputException:
-        pass  # not registered on this connection yet
-    con.create_function(
+    replace_function(
+        con,
         FUNCTION,
         _segment_rows,
         ["BIGINT[]", "INTEGER[]", "INTEGER[]", "BIGINT[]", "BIGINT"],
