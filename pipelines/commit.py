@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import duckdb
 import orjson
 
-from pipelines.lake import ALIAS, LAYERS, METADATA
-from pipelines.rows import sql_path
+from pipelines.lake import ALIAS, LAYERS, query_catalog
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +68,10 @@ def lake_tables(con: duckdb.DuckDBPyConnection, alias: str = ALIAS) -> dict[str,
 
 
 # The tables holding files of a run in the transaction's snapshot or later, asked of the catalog's own database
-# (``METADATA``), where an index on the partition value answers it (:meth:`pipelines.lake.Lake.connect` creates
-# it). A DuckLake DELETE reads the metadata of every file of its table, through the sqlite scanner a whole
-# metadata table, whatever the filter: a run new to the lake (the fleet's common case) now deletes nothing.
-# Files a later snapshot ended are kept in the answer: deleting from a table the run has left deletes nothing.
+# (:func:`pipelines.lake.query_catalog`), where an index on the partition value answers it. A DuckLake DELETE
+# reads the metadata of every file of its table, through the sqlite scanner a whole metadata table, whatever the
+# filter: a run new to the lake (the fleet's common case) now deletes nothing. Files a later snapshot ended are
+# kept in the answer: deleting from a table the run has left deletes nothing.
 _RUN_TABLES = """
     select distinct s.schema_name || '.' || t.table_name
     from {m}ducklake_file_partition_value as v
@@ -86,14 +85,7 @@ _RUN_TABLES = """
 def tables_holding_run(con: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
     """``layer.table`` names with files of ``run_id`` visible to the open transaction (or committed since)."""
     (snapshot,) = con.execute(f"from {ALIAS}.current_snapshot()").fetchone()
-    (catalog,) = con.execute(
-        "select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}
-    ).fetchone()
-    native = catalog.split(":", 1)[0] if catalog.startswith(("sqlite:", "postgres:")) else None
-    query = _RUN_TABLES.format(m="" if native else f"{METADATA}.", run=sql_path(run_id), snapshot=int(snapshot))
-    if native:  # the sqlite scanner would read every row; SQLite itself uses the index
-        query = f"from {native}_query('{METADATA}', {sql_path(query)})"
-    return {row[0] for row in con.execute(query).fetchall()}
+    return {row[0] for row in query_catalog(con, _RUN_TABLES, run=run_id, snapshot=int(snapshot))}
 
 
 def _prepare_table(

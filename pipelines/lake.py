@@ -59,6 +59,23 @@ SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
 ATTACH_ATTEMPTS = 10
 
 
+def query_catalog(con: duckdb.DuckDBPyConnection, template: str, **literals: str | int) -> list[tuple]:
+    """Rows of ``template`` (SQL over DuckLake's tables, each named ``{m}ducklake_…``; ``{name}`` for each of
+    ``literals``, inlined as SQL literals) run by the catalog's own database: SQLite and PostgreSQL use their
+    indexes, where DuckDB's scanners would read whole tables."""
+    (catalog,) = con.execute(
+        "select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}
+    ).fetchone()
+    native = catalog.split(":", 1)[0] if catalog.startswith(("sqlite:", "postgres:")) else None
+    values = {"m": "" if native else f"{METADATA}."} | {
+        name: str(value) if isinstance(value, int) else sql_path(value) for name, value in literals.items()
+    }
+    query = re.sub(r"\{(\w+)\}", lambda match: values[match[1]], template)  # one pass: values are not re-read
+    if native:
+        query = f"from {native}_query('{METADATA}', {sql_path(query)})"
+    return con.execute(query).fetchall()
+
+
 def _racing_creation(exc: duckdb.Error) -> bool:
     message = str(exc).lower()
     return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict"))

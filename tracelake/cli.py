@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("query", help="one SELECT (or EXPLAIN of one); every table is a view by its bare name, and "
                      "lake.<raw|marts>.<table> AT (VERSION => N) reads an older snapshot that retention keeps")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
+    sql.add_argument("--run", help="the bare names hold only this run's rows, read from its own files "
+                     "(a query about one run, as fast in a lake of 10,000 runs as of 10)")
     _lake_options(sql)
 
     history = commands.add_parser("history", help="the committed versions of a run: snapshot, when, source fingerprint")
@@ -169,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
 
         try:
             columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
-                                      catalog=args.catalog)
+                                      catalog=args.catalog, run=args.run)
         except (ValueError, RuntimeError, TimeoutError) as exc:
             print(f"tracelake sql: {exc}", file=sys.stderr)
             return 2

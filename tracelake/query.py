@@ -10,6 +10,7 @@ import duckdb
 
 from pipelines.lake import LAYERS, Lake
 from transforms.catalog import SEARCH_PATH
+from transforms.run_scope import scope_to_run
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 MEMORY_LIMIT = os.environ.get("TRACELAKE_SQL_MEMORY_LIMIT", "4GB")
@@ -67,9 +68,16 @@ def _explained(explain: str) -> str:
 
 
 def run_query(
-    query: str, lake_url: str, *, options: dict[str, Any] | None = None, catalog: str | None = None
+    query: str,
+    lake_url: str,
+    *,
+    options: dict[str, Any] | None = None,
+    catalog: str | None = None,
+    run: str | None = None,
 ) -> tuple[list[str], list[tuple]]:
     """Run one read-only statement over the lake's latest snapshot; returns (column names, rows).
+
+    With ``run``, the tables the query names by bare name hold only that run's rows, read from its own files.
 
     Raises:
         ValueError: the query is not exactly one SELECT (or EXPLAIN of one).
@@ -77,6 +85,8 @@ def run_query(
     """
     lake = Lake(lake_url, options, catalog)
     with lake.connect(read_only=True) as con:
+        if run is not None:  # before confining: the views are made from the catalog's own database
+            scope_to_run(con, run, duckdb.get_table_names(query))
         confine(con, lake)
         _check_read_only(con, query)
         timer = threading.Timer(TIME_LIMIT_S, con.interrupt)
