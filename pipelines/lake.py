@@ -59,7 +59,20 @@ SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
 ATTACH_ATTEMPTS = 10
 
 
-def query_catalog(con: duckdb.DuckDBPyConnection, template: str, **literals: str | int) -> list[tuple]:
+def _literal(value: str | int | bool | list[str]) -> str:
+    """``value`` as SQL that SQLite and PostgreSQL both read: a list as an IN list."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "(" + ", ".join(map(sql_path, value)) + ")" if value else "(null)"
+    return sql_path(value)
+
+
+def query_catalog(
+    con: duckdb.DuckDBPyConnection, template: str, **literals: str | int | bool | list[str]
+) -> list[tuple]:
     """Rows of ``template`` (SQL over DuckLake's tables, each named ``{m}ducklake_…``; ``{name}`` for each of
     ``literals``, inlined as SQL literals) run by the catalog's own database: SQLite and PostgreSQL use their
     indexes, where DuckDB's scanners would read whole tables."""
@@ -67,9 +80,7 @@ def query_catalog(con: duckdb.DuckDBPyConnection, template: str, **literals: str
         "select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}
     ).fetchone()
     native = catalog.split(":", 1)[0] if catalog.startswith(("sqlite:", "postgres:")) else None
-    values = {"m": "" if native else f"{METADATA}."} | {
-        name: str(value) if isinstance(value, int) else sql_path(value) for name, value in literals.items()
-    }
+    values = {"m": "" if native else f"{METADATA}."} | {name: _literal(value) for name, value in literals.items()}
     query = re.sub(r"\{(\w+)\}", lambda match: values[match[1]], template)  # one pass: values are not re-read
     if native:
         query = f"from {native}_query('{METADATA}', {sql_path(query)})"

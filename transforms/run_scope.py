@@ -18,21 +18,13 @@ import duckdb
 from pipelines.lake import ALIAS, LAYERS, query_catalog
 from pipelines.rows import sql_path
 
-# The run's live files with their full paths (DuckLake nests data, schema, table and file paths, each relative to
-# the one before unless marked absolute), whether each can be read as written, and the snapshot all this is as of.
-# One statement: the catalog's database answers it from one consistent state.
+# The tables' columns, the run's live files in them with their full paths (DuckLake nests data, schema, table and
+# file paths, each relative to the one before unless marked absolute) and whether each reads as written, and the
+# snapshot all this is as of. One statement: the catalog's database answers it from one consistent state, by the
+# index on partition values whatever the number of runs.
 _RUN_FILES = """
-    with snapshot as (
-        select max(snapshot_id) as snapshot_id from {m}ducklake_snapshot
-    ),
-    run_files as (
-        select f.data_file_id, f.table_id, f.begin_snapshot, f.path, f.path_is_relative
-        from {m}ducklake_file_partition_value as v
-        join {m}ducklake_data_file as f on f.data_file_id = v.data_file_id
-        where v.partition_value = {run} and v.partition_key_index = 0 and f.end_snapshot is null
-    ),
-    tables as (
-        select t.table_id, t.table_name,
+    with tables as (
+        select t.table_id, s.schema_name, t.table_name,
                case when not t.path_is_relative then t.path
                     when not s.path_is_relative then s.path || t.path
                     else (select value from {m}ducklake_metadata where key = 'data_path' and scope is null)
@@ -41,29 +33,56 @@ _RUN_FILES = """
                 where c.table_id = t.table_id and c.end_snapshot is null) as columns_since
         from {m}ducklake_table as t
         join {m}ducklake_schema as s on s.schema_id = t.schema_id and s.end_snapshot is null
-        where t.end_snapshot is null and t.table_id in (select table_id from run_files)
+        where t.end_snapshot is null and (t.table_name in {tables} or {every_table})
+    ),
+    run_files as (
+        select f.data_file_id, f.table_id, f.begin_snapshot,
+               case when f.path_is_relative then tables.table_path || f.path else f.path end as path
+        from {m}ducklake_file_partition_value as v
+        join {m}ducklake_data_file as f on f.data_file_id = v.data_file_id
+        join tables on tables.table_id = f.table_id
+        where v.partition_value = {run} and v.partition_key_index = 0 and f.end_snapshot is null
     )
-    select tables.table_name,
-           case when run_files.path_is_relative then tables.table_path || run_files.path else run_files.path end,
+    select null as schema_name, null as table_name, 'snapshot' as kind, snapshot_id as ordinal, null as value,
+           cast(null as boolean) as as_written
+    from (select snapshot_id from {m}ducklake_snapshot order by snapshot_id desc limit 1) as latest
+    union all
+    select tables.schema_name, tables.table_name, 'column', c.column_order, c.column_name, cast(null as boolean)
+    from tables
+    join {m}ducklake_column as c on c.table_id = tables.table_id
+    where c.end_snapshot is null and c.parent_column is null
+    union all
+    select tables.schema_name, tables.table_name, 'file', 0, run_files.path,
            run_files.begin_snapshot >= tables.columns_since
            and not exists (
                select 1 from {m}ducklake_delete_file as d
                where d.table_id = run_files.table_id and d.data_file_id = run_files.data_file_id
                  and d.end_snapshot is null
-           ) as as_written,
-           snapshot.snapshot_id
+           )
     from run_files
     join tables on tables.table_id = run_files.table_id
-    cross join snapshot
-    order by 1, 2"""
+    order by 2, 3, 4, 5"""
 
 
 @dataclass
-class _TableFiles:
-    """A table's files of the run, and whether every one of them reads as written."""
+class _Table:
+    """A table of the lake, its columns in order, and its files of the run (if every one reads as written)."""
 
+    layer: str
+    columns: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     as_written: bool = True
+
+    def run_rows(self, name: str, run_id: str, snapshot: int) -> str:
+        """The SELECT of the run's rows: from its files as written, else through DuckLake."""
+        select = ", ".join(f'"{column}"' for column in self.columns)
+        if not self.paths:  # the run has no rows here
+            return f"select {select} from {ALIAS}.{self.layer}.{name} where false"
+        if self.as_written:
+            paths = ", ".join(sql_path(path) for path in self.paths)
+            return f"select {select} from read_parquet([{paths}], hive_partitioning = false)"
+        return (f"select {select} from {ALIAS}.{self.layer}.{name} at (version => {snapshot}) "
+                f"where run_id = {sql_path(run_id)}")
 
 
 def scope_to_run(
@@ -75,47 +94,27 @@ def scope_to_run(
     The views hold the lake as it was when this was called: after a re-ingest of the run, call it again.
     Qualified names (``lake.raw.kernels``) still read every run. Returns the snapshot the views show.
     """
-    con.execute("begin")  # one DuckLake transaction: each statement outside one reads the catalog's latest snapshot
+    names = sorted(set(tables or ()))
+    found: dict[str, _Table] = {}
+    snapshot = 0
+    for layer, name, kind, ordinal, value, as_written in query_catalog(
+        con, _RUN_FILES, run=run_id, tables=names, every_table=tables is None
+    ):
+        if kind == "snapshot":
+            snapshot = int(ordinal)  # SQLite's answers are text
+        elif layer in LAYERS:
+            table = found.setdefault(name, _Table(layer))
+            if kind == "column":
+                table.columns.append(value)
+            else:
+                table.paths.append(value)
+                table.as_written = table.as_written and bool(int(as_written))
+    con.execute("begin")  # one DuckLake transaction for the views' binding, not one per statement
     try:
-        columns = _lake_columns(con)
-        found: dict[str, _TableFiles] = {}
-        snapshot = None
-        for table, path, as_written, snapshot in query_catalog(con, _RUN_FILES, run=run_id):
-            entry = found.setdefault(table, _TableFiles())
-            entry.paths.append(path)
-            entry.as_written = entry.as_written and bool(int(as_written))  # SQLite's answers are text
-        if snapshot is None:
-            (snapshot,) = con.execute(f"select id from {ALIAS}.current_snapshot()").fetchone()
-        for table in sorted(set(columns) if tables is None else set(tables) & set(columns)):
-            layer, names = columns[table]
-            rows = _run_rows(layer, table, names, found.get(table), run_id, int(snapshot))
-            con.execute(f"create or replace temp view {table} as {rows}")
+        for name, table in found.items():
+            con.execute(f'create or replace temp view "{name}" as {table.run_rows(name, run_id, snapshot)}')
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
         raise
-    return int(snapshot)
-
-
-def _run_rows(
-    layer: str, table: str, names: list[str], files: _TableFiles | None, run_id: str, snapshot: int
-) -> str:
-    """The SELECT of a table's rows of the run: from its files as written, else through DuckLake."""
-    select = ", ".join(f'"{name}"' for name in names)
-    if files is None:  # the run has no rows here
-        return f"select {select} from {ALIAS}.{layer}.{table} where false"
-    if files.as_written:
-        paths = ", ".join(sql_path(path) for path in files.paths)
-        return f"select {select} from read_parquet([{paths}], hive_partitioning = false)"
-    return (f"select {select} from {ALIAS}.{layer}.{table} at (version => {snapshot}) "
-            f"where run_id = {sql_path(run_id)}")
-
-
-def _lake_columns(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, list[str]]]:
-    """Bare table name → (layer, column names in order) for every table of the lake's layers."""
-    rows = con.execute(
-        "select table_name, any_value(schema_name), list(column_name order by column_index) from duckdb_columns() "
-        "where database_name = $alias and list_contains($layers, schema_name) group by table_name",
-        {"alias": ALIAS, "layers": list(LAYERS)},
-    ).fetchall()
-    return {table: (layer, names) for table, layer, names in rows}
+    return snapshot
