@@ -10,6 +10,7 @@ from typing import Any
 
 from dagster._config import StringSource
 from dagster._core.storage.event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy import create_engine
@@ -17,17 +18,17 @@ from sqlalchemy.engine import Connection, Engine
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
-    """Dagster's SQLite event log (the same files and tables) keeping each shard's engine and connection between uses.
+    """Dagster's SQLite event log (the same files and tables), keeping each shard's engine between uses.
 
-    The base class creates an engine and opens a SQLite connection for every event it stores, one more on the index
-    shard for asset and check events, and a third to ask whether a table exists: ~1,000 connections a run, each
-    also compiling its statements afresh (SQLAlchemy caches them per engine). Here the most recently used shards
-    keep an engine with one idle connection. Between uses no transaction is open, so the webserver, the daemon
-    and other ingests read and write the same files as before (SQLite's locks, Dagster's 30 s busy timeout); within
-    a process, the base class's lock still serializes every use.
+    The base class makes an engine and opens a SQLite connection for every event it stores, again on the index
+    shard for asset and check events, and again to ask whether a table exists: ~1,000 connections a run, each
+    compiling its statements afresh (SQLAlchemy caches them per engine). Here the index and the most recently
+    used runs keep an engine with one idle connection. No transaction stays open between uses, so the
+    webserver, the daemon and other ingests share the files as before (SQLite's locks, Dagster's 30 s busy
+    timeout); within a process the base class's lock still serializes every use.
     """
 
-    SHARDS_KEPT = 8  # the index and the runs being written; a webserver paging through old runs closes the rest
+    SHARDS_KEPT = 8  # the index and the runs in use; the webserver paging through old runs closes the rest
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines: OrderedDict[str, Engine] = OrderedDict()
@@ -65,8 +66,8 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             self._initdb(engine)
             self._initialized_dbs.add(shard)
         self._engines[shard] = engine
-        if len(self._engines) > self.SHARDS_KEPT:
-            self._engines.popitem(last=False)[1].dispose()
+        if len(self._engines) > self.SHARDS_KEPT:  # the least recently used run's; the index stays
+            self._engines.pop(next(name for name in self._engines if name != INDEX_SHARD_NAME)).dispose()
         return engine
 
     def has_table(self, table_name: str) -> bool:

@@ -11,9 +11,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 DEFAULT_HOME = Path("~/.tracelake/dagster").expanduser()
-QUIET = "telemetry:\n  enabled: false\n"  # the default home's dagster.yaml before it named the event log below
-# Named, not imported: ``tracelake ui`` starts without importing Dagster. Where Dagster would keep its SQLite
-# files anyway; only the connections differ (see the class).
+QUIET = "telemetry:\n  enabled: false\n"  # the default home's whole dagster.yaml before the event log below
+# Named, not imported: ``tracelake ui`` starts without importing Dagster. Its files are where Dagster's
+# default storage keeps them (``home`` is read from DAGSTER_HOME, as is this file); only connections differ.
 POOLED_EVENT_LOG = """\
 event_log_storage:
   module: dagster_project.event_log
@@ -28,7 +28,7 @@ def dagster_home() -> Path:
     """``$DAGSTER_HOME`` when set, else ``~/.tracelake/dagster``, created and exported so Dagster finds it.
 
     One default for every command, so the runs an ingest records show in the UI without anything exported.
-    A home without a dagster.yaml gets one naming the pooled event log storage; one of the user's is left alone.
+    A home without a dagster.yaml gets one naming the pooled event log storage; a user's own is left alone.
     """
     home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)
     home.mkdir(parents=True, exist_ok=True)
@@ -46,7 +46,7 @@ def dagster_home() -> Path:
 def skip_history_fsync(home: Path) -> None:
     """Let the SQLite files of a local Dagster ``home`` commit without waiting for the disk.
 
-    Dagster's SQLite storage commits once or twice per event, about 350 events per run
+    Dagster's SQLite storage opens a connection and commits once or twice per event, about 350 events per run
     (materializations, checks, step outputs): with SQLite's default fsync per commit that cost ~3,450 fdatasyncs
     (~1,150 commits), a few seconds of every ingest. Without them a killed process still loses nothing (the OS keeps the writes); only a
     power loss or OS crash can damage the run history, which records the lake and is not the lake (its catalog
