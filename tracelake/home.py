@@ -11,18 +11,33 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 DEFAULT_HOME = Path("~/.tracelake/dagster").expanduser()
+QUIET = "telemetry:\n  enabled: false\n"  # the default home's whole dagster.yaml before the event log below
+# Named, not imported: ``tracelake ui`` starts without importing Dagster. Its files are where Dagster's
+# default storage keeps them (``home`` is read from DAGSTER_HOME, as is this file); only connections differ.
+POOLED_EVENT_LOG = """\
+event_log_storage:
+  module: dagster_project.event_log
+  class: PooledSqliteEventLogStorage
+  config:
+    home:
+      env: DAGSTER_HOME
+"""
 
 
 def dagster_home() -> Path:
     """``$DAGSTER_HOME`` when set, else ``~/.tracelake/dagster``, created and exported so Dagster finds it.
 
     One default for every command, so the runs an ingest records show in the UI without anything exported.
+    A home without a dagster.yaml gets one naming the pooled event log storage; a user's own is left alone.
     """
     home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if home == DEFAULT_HOME and not config.exists():  # ours: Dagster's defaults (SQLite in the home), quietly
-        config.write_text("telemetry:\n  enabled: false\n")
+    ours = home == DEFAULT_HOME  # ours is also quiet
+    if not config.exists() or (ours and config.read_text() == QUIET):
+        partial = home / f".dagster.yaml.{os.getpid()}"  # whole or not at all: processes may start at once
+        partial.write_text((QUIET if ours else "") + POOLED_EVENT_LOG)
+        partial.replace(config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

@@ -82,8 +82,7 @@ def _ingest_run(target: _Target, run: RunSource, position: str) -> tuple[bool, i
     try:
         print(f"[{position}] run {run.run_id}: {plural(len(run.traces), 'trace')}", flush=True)
         dagster = instance()
-        if not dagster.has_dynamic_partition(trace_runs.name, run.run_id):
-            dagster.add_dynamic_partitions(trace_runs.name, [run.run_id])
+        dagster.add_dynamic_partitions(trace_runs.name, [run.run_id])  # adds only partitions not there yet
         result = dg.materialize(
             [raw_tables, marts, report],
             partition_key=run.run_id,
