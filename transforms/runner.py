@@ -8,13 +8,13 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.lake import ALIAS
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
 from transforms import critical_path, step_segments
 from transforms.checks import CheckResult, run_checks
 from transforms.graph import release_points, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
+from transforms.run_scope import scope_to_run
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +37,17 @@ class MartResult:
 
 def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict[str, list[str]] | None = None) -> None:
     """A temp view per raw table of ``run_id``, ``run_id`` first: over its staged ``files`` (table → Parquet URLs),
-    or, without them, over the run's committed rows in the lake attached to ``con``."""
+    or, without them, over the run's committed files in the lake attached to ``con`` (found in its catalog, not
+    by listing every run's)."""
     con.execute("set variable run_id = $run_id", {"run_id": run_id}).fetchall()
+    if files is None:
+        scope_to_run(con, run_id, RAW_TABLES)
+        return
     for table in RAW_TABLES:
-        if files is None:
-            source = f"select * from {ALIAS}.raw.{table} where run_id = {sql_path(run_id)}"  # prunes to the run's files
-        elif files.get(table):
+        if files.get(table):
             listed = "[" + ", ".join(sql_path(url) for url in files[table]) + "]"
             source = f"select getvariable('run_id')::varchar as run_id, * from read_parquet({listed}, union_by_name = true)"
-        else:
-            continue
-        con.execute(f"create or replace temp view {table} as {source}").fetchall()
+            con.execute(f"create or replace temp view {table} as {source}").fetchall()
 
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
