@@ -85,21 +85,14 @@ class _Table:
                 f"where run_id = {sql_path(run_id)}")
 
 
-def scope_to_run(
-    con: duckdb.DuckDBPyConnection, run_id: str, tables: Iterable[str] | None = None
-) -> int:
-    """Make each table's bare name on ``con`` (a connection from :func:`transforms.catalog.open_lake`) show only
-    ``run_id``'s rows, read from that run's files; ``tables`` limits which names (default: every table).
-
-    The views hold the lake as it was when this was called: after a re-ingest of the run, call it again.
-    Qualified names (``lake.raw.kernels``) still read every run. Returns the snapshot the views show.
-    """
-    names = sorted(set(tables or ()))
+def _run_tables(
+    con: duckdb.DuckDBPyConnection, run_id: str, tables: Iterable[str] | None
+) -> tuple[dict[str, _Table], int]:
+    """The lake's tables (those named in ``tables``, default all) with the run's files, and the snapshot."""
     found: dict[str, _Table] = {}
     snapshot = 0
-    for layer, name, kind, ordinal, value, as_written in query_catalog(
-        con, _RUN_FILES, run=run_id, tables=names, every_table=tables is None
-    ):
+    rows = query_catalog(con, _RUN_FILES, run=run_id, tables=sorted(set(tables or ())), every_table=tables is None)
+    for layer, name, kind, ordinal, value, as_written in rows:
         if kind == "snapshot":
             snapshot = int(ordinal)  # SQLite's answers are text
         elif layer in LAYERS:
@@ -109,8 +102,21 @@ def scope_to_run(
             else:
                 table.paths.append(value)
                 table.as_written = table.as_written and bool(int(as_written))
-    con.execute("begin")  # one DuckLake transaction for the views' binding, not one per statement
+    return found, snapshot
+
+
+def scope_to_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, tables: Iterable[str] | None = None
+) -> int:
+    """Make each table's bare name on ``con`` (a connection from :func:`transforms.catalog.open_lake`) show only
+    ``run_id``'s rows, read from that run's files; ``tables`` limits which names (default: every table).
+
+    The views hold the lake as it was when this was called: after a re-ingest of the run, call it again.
+    Qualified names (``lake.raw.kernels``) still read every run. Returns the snapshot the views show.
+    """
+    con.execute("begin")  # one DuckLake transaction (a catalog read each) for the lookups and the views
     try:
+        found, snapshot = _run_tables(con, run_id, tables)
         for name, table in found.items():
             con.execute(f'create or replace temp view "{name}" as {table.run_rows(name, run_id, snapshot)}')
         con.execute("commit")
