@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
                                       catalog=args.catalog, run=args.run)
-        except (ValueError, RuntimeError, TimeoutError) as exc:
+        except (ValueError, RuntimeError, TimeoutError, LookupError) as exc:
             print(f"tracelake sql: {exc}", file=sys.stderr)
             return 2
         except Exception as exc:  # DuckDB's own errors: show them as one line, not a traceback

@@ -18,12 +18,18 @@ import duckdb
 from pipelines.lake import ALIAS, LAYERS, query_catalog
 from pipelines.rows import sql_path
 
-# The tables' columns, the run's live files in them with their full paths (DuckLake nests data, schema, table and
-# file paths, each relative to the one before unless marked absolute) and whether each reads as written, and the
-# snapshot all this is as of. One statement: the catalog's database answers it from one consistent state, by the
-# index on partition values whatever the number of runs.
+# Whether the run is in the lake, the tables' columns, the run's live files in them with their full paths
+# (DuckLake nests data, schema, table and file paths, each relative to the one before unless marked absolute) and
+# whether each reads as written, and the snapshot all this is as of. One statement: the catalog's database
+# answers it from one consistent state, by the index on partition values whatever the number of runs.
 _RUN_FILES = """
-    with tables as (
+    with run_files as (
+        select f.data_file_id, f.table_id, f.begin_snapshot, f.path, f.path_is_relative
+        from {m}ducklake_file_partition_value as v
+        join {m}ducklake_data_file as f on f.data_file_id = v.data_file_id
+        where v.partition_value = {run} and v.partition_key_index = 0 and f.end_snapshot is null
+    ),
+    tables as (
         select t.table_id, s.schema_name, t.table_name,
                case when not t.path_is_relative then t.path
                     when not s.path_is_relative then s.path || t.path
@@ -34,25 +40,21 @@ _RUN_FILES = """
         from {m}ducklake_table as t
         join {m}ducklake_schema as s on s.schema_id = t.schema_id and s.end_snapshot is null
         where t.end_snapshot is null and (t.table_name in {tables} or {every_table})
-    ),
-    run_files as (
-        select f.data_file_id, f.table_id, f.begin_snapshot,
-               case when f.path_is_relative then tables.table_path || f.path else f.path end as path
-        from {m}ducklake_file_partition_value as v
-        join {m}ducklake_data_file as f on f.data_file_id = v.data_file_id
-        join tables on tables.table_id = f.table_id
-        where v.partition_value = {run} and v.partition_key_index = 0 and f.end_snapshot is null
     )
     select null as schema_name, null as table_name, 'snapshot' as kind, snapshot_id as ordinal, null as value,
            cast(null as boolean) as as_written
     from (select snapshot_id from {m}ducklake_snapshot order by snapshot_id desc limit 1) as latest
+    union all
+    select null, null, 'run', count(*), null, cast(null as boolean)
+    from run_files
     union all
     select tables.schema_name, tables.table_name, 'column', c.column_order, c.column_name, cast(null as boolean)
     from tables
     join {m}ducklake_column as c on c.table_id = tables.table_id
     where c.end_snapshot is null and c.parent_column is null
     union all
-    select tables.schema_name, tables.table_name, 'file', 0, run_files.path,
+    select tables.schema_name, tables.table_name, 'file', 0,
+           case when run_files.path_is_relative then tables.table_path || run_files.path else run_files.path end,
            run_files.begin_snapshot >= tables.columns_since
            and not exists (
                select 1 from {m}ducklake_delete_file as d
@@ -95,6 +97,8 @@ def _run_tables(
     for layer, name, kind, ordinal, value, as_written in rows:
         if kind == "snapshot":
             snapshot = int(ordinal)  # SQLite's answers are text
+        elif kind == "run" and int(ordinal) == 0:
+            raise LookupError(f"the lake holds no run {run_id!r} (tracelake runs lists the runs)")
         elif layer in LAYERS:
             table = found.setdefault(name, _Table(layer))
             if kind == "column":
@@ -113,6 +117,9 @@ def scope_to_run(
 
     The views hold the lake as it was when this was called: after a re-ingest of the run, call it again.
     Qualified names (``lake.raw.kernels``) still read every run. Returns the snapshot the views show.
+
+    Raises:
+        LookupError: the lake holds no such run.
     """
     con.execute("begin")  # one DuckLake transaction (a catalog read each) for the lookups and the views
     try:

@@ -61,8 +61,8 @@ def test_every_table_equals_the_catalog_rows_of_the_run(lake: Lake) -> None:
         scope_to_run(con, run_id)
         assert _assert_run_rows(con, run_id) > 400
         assert con.execute("select distinct run_id from kernels").fetchall() == [(run_id,)]
-    scope_to_run(con, "no-such-run")
-    assert _assert_run_rows(con, "no-such-run") == 0
+    with pytest.raises(LookupError, match="no-such-run"):
+        scope_to_run(con, "no-such-run")
 
 
 def test_reads_files_as_written_and_falls_back_to_the_catalog_where_it_patches_them(lake: Lake) -> None:
@@ -96,5 +96,7 @@ def test_sql_command_scoped_to_a_run(example_lake: Path) -> None:
     scoped = sql("select run_id, count(*) from kernels group by run_id", "--run", run_id)
     assert scoped.returncode == 0, scoped.stderr
     assert scoped.stdout.strip().splitlines()[1:] == [f"{run_id},{counts[run_id]}"]
+    unknown = sql("select count(*) from kernels", "--run", "no-such-run")
+    assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     escape = sql("select * from read_csv('/etc/passwd')", "--run", run_id)
     assert escape.returncode != 0 and "root:" not in escape.stdout
