@@ -5,7 +5,8 @@ alternating rounds, HTA's ``TraceAnalysis(trace_dir=…)`` and ``tracelake inges
 table, the reports and the Dagster record) each run as a whole command in a process of their own: wall time from
 start to exit (interpreter and imports included), peak RSS of that process and its children. Ours is split by its
 own progress lines into parse, analysis tables (with the commit) and everything else. Figures are medians over the
-rounds; ``--shared`` also times the ingest of the shared traces (one run per folder).
+rounds; ``--shared`` also times the ingest of the shared traces (one run per folder), one run at a time and with
+``--jobs 2``, alternating.
 
 Ratios are only worth taking on a quiet machine: the bench waits for the 1-minute load average to fall below
 0.5, prints it before and after, measures the CPU that other processes used while it ran (``/proc/stat`` minus its
@@ -113,12 +114,12 @@ class Ingest:
         self.env = dict(os.environ, DAGSTER_HOME=str(scratch / "dagster_home"))
         self.rounds = 0
 
-    def __call__(self, source: Path, ok_codes: tuple[int, ...] = (0,)) -> Timed:
+    def __call__(self, source: Path, ok_codes: tuple[int, ...] = (0,), jobs: int = 1) -> Timed:
         self.rounds += 1
         lake = self.scratch / f"lake-{self.rounds}"
+        command = [sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake)]
         try:
-            return run_timed([sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake)],
-                             self.env, ok_codes)
+            return run_timed(command + (["--jobs", str(jobs)] if jobs > 1 else []), self.env, ok_codes)
         finally:
             shutil.rmtree(lake, ignore_errors=True)
 
@@ -156,12 +157,17 @@ def bench_size(size: str, source: Path, rounds: int, ingest: Ingest) -> tuple[di
 
 
 def bench_shared(rounds: int, ingest: Ingest) -> tuple[dict[str, Any], float]:
-    """Our ingest of every shared trace (one run per folder), ``rounds`` times."""
-    runs = [ingest(SHARED_TRACES, ok_codes=(0, 1)) for _ in range(rounds)]  # 1: edge_cases is broken on purpose
-    print(f"  shared traces: {', '.join(f'{r.wall_s:.2f} s' for r in runs)}", flush=True)
-    found = re.search(r"in ([\d,]+) runs? under", runs[0].stdout)
-    return {"runs": int(found.group(1).replace(",", "")) if found else 0, "tracelake": median_of(runs)}, \
-        sum(r.cpu_s for r in runs)
+    """Our ingest of every shared trace (one run per folder), one run at a time and ``--jobs 2`` alternating."""
+    runs: dict[int, list[Timed]] = {1: [], 2: []}
+    for _ in range(rounds):
+        for jobs, timed in runs.items():
+            timed.append(ingest(SHARED_TRACES, ok_codes=(0, 1), jobs=jobs))  # 1: edge_cases is broken on purpose
+    for jobs, timed in runs.items():
+        print(f"  shared traces, --jobs {jobs}: {', '.join(f'{r.wall_s:.2f} s' for r in timed)}", flush=True)
+    found = re.search(r"in ([\d,]+) runs? under", runs[1][0].stdout)
+    return {"runs": int(found.group(1).replace(",", "")) if found else 0,
+            "tracelake": median_of(runs[1]), "tracelake_jobs_2": median_of(runs[2])}, \
+        sum(r.cpu_s for timed in runs.values() for r in timed)
 
 
 def render(report: dict[str, Any]) -> str:
@@ -184,10 +190,11 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"| {row['size']} | ours: parse / analysis tables + commit / everything else | "
                      f"{ours['parse_s']:.2f} / {ours['tables_s']:.2f} / {ours['other_s']:.2f} | | | | | |")
     if "shared" in report:
-        shared = report["shared"]["tracelake"]
-        lines.append(f"| shared traces ({report['shared']['runs']} runs) | `tracelake ingest` | "
-                     f"{shared['wall_s']:.2f} | {shared['wall_s_rounds']} | {shared['cpu_s']:.2f} "
-                     f"| {shared['peak_rss_mb']:.0f} | | |")
+        for key, name in (("tracelake", "`tracelake ingest`"), ("tracelake_jobs_2", "`tracelake ingest --jobs 2`")):
+            shared = report["shared"][key]
+            lines.append(f"| shared traces ({report['shared']['runs']} runs) | {name} | "
+                         f"{shared['wall_s']:.2f} | {shared['wall_s_rounds']} | {shared['cpu_s']:.2f} "
+                         f"| {shared['peak_rss_mb']:.0f} | | |")
     return "\n".join(lines)
 
 
