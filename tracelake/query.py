@@ -81,6 +81,7 @@ def run_query(
 
     Raises:
         ValueError: the query is not exactly one SELECT (or EXPLAIN of one).
+        LookupError: the lake holds no run ``run``.
         TimeoutError: it ran longer than ``TRACELAKE_SQL_TIME_LIMIT_S``.
     """
     lake = Lake(lake_url, options, catalog)
