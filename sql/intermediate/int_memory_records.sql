@@ -17,10 +17,10 @@ records as (
 -- Only the threads that hold records need their nodes swept (most traces record memory on few threads, or none).
 nodes as (
     select *
-    from int_op_tree
+    from int_op_nodes
     semi join (select distinct trace_id, tid from records) as record_threads
-        on record_threads.trace_id = int_op_tree.trace_id
-        and record_threads.tid = int_op_tree.thread_key
+        on record_threads.trace_id = int_op_nodes.trace_id
+        and record_threads.tid = int_op_nodes.thread_key
     where tree = 'tb_plugin'
 ),
 

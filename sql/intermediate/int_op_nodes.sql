@@ -1,4 +1,4 @@
--- One row per node of both host op trees (int_op_tree) with its own figures, as torch's FunctionEvent has them:
+-- One row per node of both host op trees (int_op_tree), with its range's columns and its own figures, as torch's FunctionEvent has them:
 -- self CPU = duration − the parts of its direct children inside it; self device = duration of the GPU activities
 -- (kernels, memcpy, memset) the node launched itself, and self_kernel_count the kernels among them; total device
 -- and kernel_count add those of its whole subtree. A GPU activity's launcher is the node whose External id is that
@@ -37,9 +37,13 @@ children as (
     group by all
 ),
 
+-- The figures travel on narrow rows (a window carries every column it is given through its sort); the range's
+-- names and other wide columns join once, at the end.
 node_self as (
     select
-        nodes.*,
+        nodes.thread_no,
+        nodes.pos,
+        nodes.last_pos,
         nodes.dur_ns - coalesce(children.children_ns, 0) as self_cpu_ns,
         coalesce(launched.device_ns, 0) as self_device_ns,
         coalesce(launched.kernel_count, 0) as self_kernel_count
@@ -48,12 +52,38 @@ node_self as (
     left join launched
         on launched.trace_id = nodes.trace_id
         and launched.external_id = nodes.external_id
-)
+),
 
 -- A subtree is the contiguous run of positions pos .. last_pos: its totals are one window frame.
+node_totals as (
+    select
+        thread_no,
+        pos,
+        self_cpu_ns,
+        self_device_ns,
+        self_kernel_count,
+        sum(self_device_ns) over subtree as device_total_ns,
+        sum(self_kernel_count) over subtree as kernel_count
+    from node_self
+    window subtree as (partition by thread_no order by pos rows between current row and last_pos - pos following)
+)
+
 select
-    *,
-    sum(self_device_ns) over subtree as device_total_ns,
-    sum(self_kernel_count) over subtree as kernel_count
-from node_self
-window subtree as (partition by thread_no order by pos rows between current row and last_pos - pos following)
+    tree.tree,
+    host_range.run_id,
+    tree.trace_id,
+    host_range.rank,
+    host_range.pid,
+    host_range.tid,
+    tree.thread_key,
+    tree.thread_no,
+    tree.event_idx,
+    host_range.name,
+    host_range.cat,
+    tree.* exclude (tree, trace_id, thread_key, thread_no, event_idx),
+    node_totals.* exclude (thread_no, pos)
+from int_op_tree as tree
+join node_totals using (thread_no, pos)
+join int_host_ranges as host_range
+    on host_range.trace_id = tree.trace_id
+    and host_range.event_idx = tree.event_idx

@@ -165,11 +165,11 @@ backward_functions as (
         tree.pos,
         tree.last_pos,
         coalesce(forward.forward_idx, if(op.sequence_number >= 0, tree.event_idx, null)) as frame_idx
-    from int_op_tree as tree
+    from int_op_nodes as tree
     join cpu_ops as op
         on op.trace_id = tree.trace_id
         and op.event_idx = tree.event_idx
-    left join int_op_tree as parent
+    left join int_op_nodes as parent
         on parent.tree = 'torch'
         and parent.trace_id = tree.trace_id
         and parent.event_idx = tree.parent_event_idx
@@ -196,7 +196,7 @@ backward_edges as (
     from backward_functions
     union all
     select trace_id, thread_no, pos, 1 as edge_order, 0 as delta, null, event_idx
-    from int_op_tree
+    from int_op_nodes
     where tree = 'torch' and thread_no in (select thread_no from backward_functions)
 ),
 

@@ -1,38 +1,23 @@
--- One row per host range in each of two op trees, with its nesting depth, parent (and the parent's end) and subtree
--- extent, built per thread by time containment ([ts, end) nests in its parent; ties: earlier start, then longer,
--- then trace order).
+-- One row per host range (int_host_ranges) in each of two op trees, with its nesting depth, parent (and the
+-- parent's end) and subtree extent, built per thread by time containment ([ts, end) nests in its parent; ties:
+-- earlier start, then longer, then trace order).
 -- tree 'torch': cpu_op and user_annotation ranges per (pid, tid), as torch's key_averages nests FunctionEvents.
 -- tree 'tb_plugin': Operator ranges, ProfilerStep#N, nccl:/gloo: annotations and nn.Module python functions per tid,
 -- as torch-tb-profiler's op tree (event_parser.py, op_tree.py). O(n log n): one +1/-1 sweep gives the depth and
 -- last_pos (the last range starting before this one ends), which bounds the subtree, whose members are the
 -- contiguous positions pos .. last_pos; the last first child per depth gives the parent, the nearest range one
--- level up.
+-- level up. Only integers and keys: the names and other wide columns join back once, in int_op_nodes, which is
+-- what the models read.
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children; torch-tb-profiler 0.4.3 op_tree.py
 with
 
--- Not materialized, though read several times (names, both trees, the wide columns at the end): scanning the raw
--- files again is cheaper than holding every column of every range in memory.
-host_ranges as not materialized (
-    select 'op' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
-    from cpu_ops
-    union all
-    select
-        'annotation' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, external_id
-    from annotations
-    where not coalesce(on_device, false)
-    union all
-    select 'module' as kind, run_id, trace_id, rank, pid, tid, event_idx, name, cat, ts_ns, dur_ns, end_ns, null
-    from python_functions
-    where python_module_id is not null
-),
-
 tree_nodes as not materialized (
     select 'torch' as tree, pid || '/' || tid as thread_key, *
-    from host_ranges
+    from int_host_ranges
     where kind != 'module'
     union all
     select 'tb_plugin' as tree, tid as thread_key, *
-    from host_ranges
+    from int_host_ranges
     where kind in ('op', 'module')
         or name like 'ProfilerStep#%'
         or name in (
@@ -42,7 +27,7 @@ tree_nodes as not materialized (
 ),
 
 -- Integers per (tree, trace, thread) and per name: the tree is built on narrow integer rows (sorts and joins
--- carry no strings), and the wide columns join back once at the end. Numbers, positions and depths are cast to
+-- carry no strings). Numbers, positions and depths are cast to
 -- 32 bits: row_number() gives 64 and sum() 128, which widen every sort, window and join after them (about a
 -- fifth of the buffer and of the time).
 threads as materialized (
@@ -52,12 +37,13 @@ threads as materialized (
 
 names as materialized (
     select name, row_number() over (order by name)::integer as name_no
-    from (select distinct name from host_ranges)
+    from (select distinct name from int_host_ranges)
 ),
 
 nodes as (
     select
-        threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.end_ns,
+        threads.thread_no, tree_nodes.event_idx, tree_nodes.ts_ns, tree_nodes.dur_ns, tree_nodes.end_ns,
+        tree_nodes.external_id,
         tree_nodes.dur_ns > 0 as has_length,
         names.name_no,
         tree_nodes.kind = 'op' as is_operator,
@@ -144,54 +130,29 @@ linked as (
         parent.name_no as parent_name_no,
         parent.is_operator as parent_is_operator
     from parents
-),
-
-tree as (
-    select
-        threads.tree,
-        threads.trace_id,
-        threads.thread_key,
-        linked.thread_no,
-        linked.event_idx,
-        linked.depth,
-        linked.pos,
-        linked.parent_event_idx,
-        linked.parent_end_ns,
-        linked.last_pos,
-        linked.only_child
-            and linked.parent_name_no = linked.name_no
-            and (threads.tree = 'torch' or (linked.is_plain_operator and linked.parent_is_operator))
-            as merged_into_parent
-    from linked
-    join threads using (thread_no)
 )
 
 -- merged_into_parent: the only child of a same-name parent, which both anchors fold into that parent
 -- (torch EventList._remove_dup_nodes; tb_plugin remove_dup_nodes, there only between two Operator nodes).
 select
-    tree.tree,
-    node.run_id,
-    node.trace_id,
-    node.rank,
-    node.pid,
-    node.tid,
-    tree.thread_key,
+    threads.tree,
+    threads.trace_id,
+    threads.thread_key,
     -- numbers (tree, trace, thread_key) within this build: an integer to partition and join by
-    tree.thread_no,
-    node.event_idx,
-    node.name,
-    node.cat,
-    node.ts_ns,
-    node.dur_ns,
-    node.end_ns,
-    node.external_id,
-    tree.depth,
-    tree.pos,
-    tree.parent_event_idx,
-    tree.parent_end_ns,
-    tree.last_pos,
-    tree.merged_into_parent
-from tree
-join host_ranges as node
-    on node.trace_id = tree.trace_id
-    and node.event_idx = tree.event_idx
+    linked.thread_no,
+    linked.event_idx,
+    linked.ts_ns,
+    linked.dur_ns,
+    linked.end_ns,
+    linked.external_id,
+    linked.depth,
+    linked.pos,
+    linked.parent_event_idx,
+    linked.parent_end_ns,
+    linked.last_pos,
+    linked.only_child
+        and linked.parent_name_no = linked.name_no
+        and (threads.tree = 'torch' or (linked.is_plain_operator and linked.parent_is_operator))
+        as merged_into_parent
+from linked
+join threads using (thread_no)

@@ -9,7 +9,7 @@
 -- Events are those HTA analyses (int_hta_gpu_events, int_hta_runtime: its window drops the last ProfilerStep).
 -- total_ns is the patterns' GPU event time (HTA's "GPU kernel duration", there in rounded µs), op_total_ns their
 -- root ops' CPU time (HTA's "CPU op duration"). sequence_hash is md5 of the op name and event names.
--- Deliberate differences: depth is per thread (int_op_tree's torch tree: cpu_op and user_annotation ranges),
+-- Deliberate differences: depth is per thread (int_op_nodes's torch tree: cpu_op and user_annotation ranges),
 -- whereas HTA hangs the backward thread's stack under the main thread's step, so backward-thread aten ops at the
 -- shallowest depth are roots here and not in HTA; ties in start order break by trace order, not HTA's unstable sort.
 -- grain: run_id, trace_id, sequence_hash
@@ -18,7 +18,7 @@ with
 
 candidates as (
     select run_id, trace_id, rank, pid, tid, event_idx, name, ts_ns, end_ns, dur_ns, depth
-    from int_op_tree
+    from int_op_nodes
     where tree = 'torch'
         and cat in ('cpu_op', 'Operator')
         and contains(name, 'aten::')

@@ -1,7 +1,7 @@
 -- One row per device and operator name of a trace, as torch-tb-profiler's Memory Statistics table. A record counts
 -- toward the innermost operator node containing it on its tid (frees included, with negative bytes). Self values
 -- sum the records of the op itself; the others add every descendant's (a subtree is the contiguous positions
--- pos .. last_pos of int_op_tree, so it is a difference of prefix sums). calls counts the operator nodes of that
+-- pos .. last_pos of int_op_nodes, so it is a difference of prefix sums). calls counts the operator nodes of that
 -- name the plugin visits: top-level ones and those whose parent contains some memory record of the tid. Rows whose
 -- six sizes and counts are all zero are left out, as in the plugin.
 -- grain: run_id, trace_id, device, op_name
@@ -15,7 +15,7 @@
 with
 
 nodes as (
-    select * from int_op_tree where tree = 'tb_plugin'
+    select * from int_op_nodes where tree = 'tb_plugin'
 ),
 
 op_nodes as (
