@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from graphlib import CycleError, TopologicalSorter
 
 from transforms.models import SqlModel
@@ -38,8 +37,8 @@ def run_order(models: dict[str, SqlModel], known_tables: set[str], selected: set
         raise ValueError(f"SQL models form a cycle: {' -> '.join(exc.args[1])}") from exc
 
 
-def release_points(models: dict[str, SqlModel], order: list[str]) -> dict[str, list[str]]:
-    """Per model of ``order``: the models no later one reads, to be dropped once it has run.
+def readers(models: dict[str, SqlModel], names: list[str]) -> dict[str, set[str]]:
+    """Per model of ``names``: the models of ``names`` that read it, so it must exist until they have run.
 
     A view is read when its readers run, so reading a view also reads what the view reads.
     """
@@ -52,14 +51,21 @@ def release_points(models: dict[str, SqlModel], order: list[str]) -> dict[str, l
                 reads |= scanned(dep)
         return reads
 
-    last_reader = {name: name for name in order}  # nothing reads it: released right after it runs
-    for name in order:
-        for dep in scanned(name) & last_reader.keys():
-            last_reader[dep] = name
-    released: dict[str, list[str]] = defaultdict(list)
-    for name, reader in last_reader.items():
-        released[reader].append(name)
-    return released
+    read_by: dict[str, set[str]] = {name: set() for name in names}
+    for name in names:
+        for dep in scanned(name) & read_by.keys():
+            read_by[dep].add(name)
+    return read_by
+
+
+def chain_lengths(models: dict[str, SqlModel], order: list[str]) -> dict[str, int]:
+    """Per model of ``order`` (dependencies first): the number of models on the longest chain of readers from it,
+    itself included. Starting the longest chains first keeps every worker busy to the end."""
+    read_by = readers(models, order)
+    lengths: dict[str, int] = {}
+    for name in reversed(order):
+        lengths[name] = 1 + max((lengths[reader] for reader in read_by[name]), default=0)
+    return lengths
 
 
 def mart_dependencies(models: dict[str, SqlModel], mart: str, known_tables: set[str]) -> tuple[set[str], set[str]]:

@@ -110,13 +110,14 @@ def _run_tables(
 
 
 def scope_to_run(
-    con: duckdb.DuckDBPyConnection, run_id: str, tables: Iterable[str] | None = None
+    con: duckdb.DuckDBPyConnection, run_id: str, tables: Iterable[str] | None = None, *, temporary: bool = True
 ) -> int:
     """Make each table's bare name on ``con`` (a connection from :func:`transforms.catalog.open_lake`) show only
     ``run_id``'s rows, read from that run's files; ``tables`` limits which names (default: every table).
 
     The views hold the lake as it was when this was called: after a re-ingest of the run, call it again.
-    Qualified names (``lake.raw.kernels``) still read every run. Returns the snapshot the views show.
+    Qualified names (``lake.raw.kernels``) still read every run. Returns the snapshot the views show. The views are
+    ``con``'s own, or with ``temporary=False`` its in-memory database's, which every cursor of it sees.
 
     Raises:
         LookupError: the lake holds no such run.
@@ -125,7 +126,8 @@ def scope_to_run(
     try:
         found, snapshot = _run_tables(con, run_id, tables)
         for name, table in found.items():
-            con.execute(f'create or replace temp view "{name}" as {table.run_rows(name, run_id, snapshot)}')
+            kind = "temp view" if temporary else "view"
+            con.execute(f'create or replace {kind} "{name}" as {table.run_rows(name, run_id, snapshot)}')
         con.execute("commit")
     except BaseException:
         con.execute("rollback")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.tables import RAW_TABLES
-from transforms.graph import release_points, run_order
+from transforms.graph import chain_lengths, readers, run_order
 from transforms.models import default_sql_root, discover_models
 
 CONTRACT = Path(__file__).resolve().parents[2].parent / "shared" / "CONTRACT.md"
@@ -39,18 +39,27 @@ def test_models_resolve_and_order() -> None:
         assert MODELS[name].deps & set(MODELS) <= set(order[: order.index(name)])
 
 
-def test_each_model_is_released_after_its_last_reader() -> None:
+def test_each_model_is_kept_until_its_readers_have_run() -> None:
     order = run_order(MODELS, set(RAW_TABLES))
-    released = release_points(MODELS, order)
-    assert sorted(n for names in released.values() for n in names) == sorted(order)
-    dropped_at = {name: order.index(reader) for reader, names in released.items() for name in names}
+    read_by = readers(MODELS, order)
+    assert set(read_by) == set(order)
     view = "int_tb_gpu_segments"
     assert MODELS[view].materialized == "view"
     for name in order:
-        # a model still exists when it runs, and so does what it reads, through views too
+        # what a model reads, through views too, is kept until it has run
         reads = set(MODELS[name].deps) | (set(MODELS[view].deps) if view in MODELS[name].deps else set())
         for dep in reads & set(MODELS):
-            assert dropped_at[dep] >= order.index(name), (dep, name)
+            assert name in read_by[dep], (dep, name)
+    assert read_by["int_op_tree"] == {"int_op_nodes"}
+
+
+def test_longest_chains_start_first() -> None:
+    order = run_order(MODELS, set(RAW_TABLES))
+    chain, read_by = chain_lengths(MODELS, order), readers(MODELS, order)
+    for name in order:
+        # a model's chain is one longer than its longest reader's, and a model nothing reads ends one
+        assert chain[name] == 1 + max((chain[r] for r in read_by[name]), default=0)
+    assert chain["int_op_tree"] > chain["int_op_nodes"] > chain["op_stats"] == 1
 
 
 def test_sql_root_exists() -> None:
