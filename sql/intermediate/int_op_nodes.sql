@@ -1,10 +1,12 @@
--- One row per node of both host op trees (int_op_tree), with its range's columns and its own figures, as torch's FunctionEvent has them:
--- self CPU = duration − the parts of its direct children inside it; self device = duration of the GPU activities
--- (kernels, memcpy, memset) the node launched itself, and self_kernel_count the kernels among them; total device
--- and kernel_count add those of its whole subtree. A GPU activity's launcher is the node whose External id is that
--- of the runtime call with the activity's correlation (else the activity's own External id). Nodes without an
--- External id (nn.Module ranges of the tb_plugin tree) launch nothing themselves.
--- Read by op_stats, op_stats_by_shape, source_stats, annotation_stats, module_stats and op_perf.
+-- One row per node of both host op trees (int_op_tree), with its range's columns (int_host_ranges) and its own
+-- figures, as torch's FunctionEvent has them: self CPU = duration − the parts of its direct children inside it;
+-- self device = duration of the GPU activities (kernels, memcpy, memset) the node launched itself, and
+-- self_kernel_count the kernels among them; total device and kernel_count add those of its whole subtree. A GPU
+-- activity's launcher is the node whose External id is that of the runtime call with the activity's correlation
+-- (else the activity's own External id). Nodes without an External id (nn.Module ranges of the tb_plugin tree)
+-- launch nothing themselves.
+-- Read by every model that needs the trees: op_stats, op_stats_by_shape, source_stats, annotation_stats,
+-- module_stats, op_perf, memory_by_op, kernel_sequences, int_op_source_frames and int_memory_records.
 -- source: torch.autograd.profiler_util FunctionEvent (self_cpu_time_total, device_time_total) (torch 2.x)
 with
 
