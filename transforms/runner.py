@@ -23,9 +23,9 @@ PREVIEW_ROWS = 10
 # DuckDB's buffer for the models; beyond it they spill to disk. With Dagster's own ~200 MB, a 2 GB trace
 # ingests in under 1 GB.
 MARTS_MEMORY_LIMIT = "600MB"
-# Models built at once, each on a cursor of its own with its share of the connection's threads. DuckDB keeps two
-# threads busy on only some models (a window over a few partitions runs on one): on 2 cores, two models of one
-# thread each built the models of a 234 MB trace in 3.5 s, where one model of two threads at a time took 4.3 s.
+# Models built at once (at most one per thread of the connection), each on a cursor of its own with its share of
+# the threads. DuckDB keeps two threads busy on only some models (a window over a few partitions runs on one): on 2
+# cores, two models of one thread each built the models of a 234 MB trace in 3.5 s, one of two threads at a time 4.3 s.
 MODEL_WORKERS = 2
 
 
@@ -104,7 +104,7 @@ def build_marts(
     sql_root: Path | None = None,
 ) -> list[MartResult]:
     """Build the selected marts (default: all) as tables of ``con``'s in-memory database, over the raw views of one
-    run (:func:`register_run_tables`). Models run :data:`MODEL_WORKERS` at a time, the longest chains first, each
+    run (:func:`register_run_tables`). Models run up to :data:`MODEL_WORKERS` at a time, the longest chains first, each
     as soon as what it reads is built; an intermediate is dropped once every model reading it has run. The marts
     stay for the commit. A failing model raises RuntimeError naming its file, once the models running beside it end.
     """
@@ -118,7 +118,9 @@ def build_marts(
     done: set[str] = set()
     built: set[str] = set()  # intermediates not dropped yet
     results: dict[str, MartResult] = {}
-    cursors = [_worker_cursor(con) for _ in range(MODEL_WORKERS)]
+    (threads,) = con.execute("select current_setting('threads')").fetchone()
+    workers = min(MODEL_WORKERS, threads)
+    cursors = [_worker_cursor(con) for _ in range(workers)]
 
     def build(name: str, cursor: duckdb.DuckDBPyConnection) -> None:
         model = models[name]
@@ -127,10 +129,9 @@ def build_marts(
             results[name] = _summarize(cursor, model, root)
 
     running: dict[Future[None], tuple[str, duckdb.DuckDBPyConnection]] = {}
-    (threads,) = con.execute("select current_setting('threads')").fetchone()
-    con.execute(f"set threads = {max(1, threads // MODEL_WORKERS)}").fetchall()
+    con.execute(f"set threads = {threads // workers}").fetchall()
     try:
-        with ThreadPoolExecutor(MODEL_WORKERS, thread_name_prefix="model") as pool:
+        with ThreadPoolExecutor(workers, thread_name_prefix="model") as pool:
             while len(done) < len(order):
                 ready = sorted((n for n, deps in waiting.items() if deps <= done), key=lambda n: -chain[n])
                 for name in ready[: len(cursors)]:
