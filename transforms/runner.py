@@ -106,7 +106,8 @@ def build_marts(
     """Build the selected marts (default: all) as tables of ``con``'s in-memory database, over the raw views of one
     run (:func:`register_run_tables`). Models run up to :data:`MODEL_WORKERS` at a time, the longest chains first, each
     as soon as what it reads is built; an intermediate is dropped once every model reading it has run. The marts
-    stay for the commit. A failing model raises RuntimeError naming its file, once the models running beside it end.
+    stay for the commit. A failing model raises RuntimeError naming its file; the models running beside it are
+    interrupted.
     """
     root = sql_root or default_sql_root()
     models = discover_models(root)
@@ -142,7 +143,10 @@ def build_marts(
                 for future in finished:
                     name, cursor = running.pop(future)
                     cursors.append(cursor)
-                    future.result()  # a failure: the pool's exit waits for the models still running
+                    if future.exception():  # the models beside it stop now, not when they end
+                        for _, other in running.values():
+                            other.interrupt()
+                        future.result()
                     done.add(name)
                     if models[name].layer != "marts":
                         built.add(name)

@@ -1,0 +1,59 @@
+"""Models built two at a time (``build_marts``): each sees what it reads, intermediates go once read, and a failing
+model is named and stops the build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from transforms.runner import build_marts
+
+
+def _write_models(root: Path, models: dict[str, str]) -> Path:
+    for relative, sql in models.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(sql)
+    return root
+
+
+def test_models_read_what_others_built_and_intermediates_go_once_read(tmp_path: Path) -> None:
+    root = _write_models(tmp_path, {
+        "intermediate/int_numbers.sql": "select range as n from range(1000)",
+        "marts/evens.sql": "-- grain: run_id\nselect getvariable('run_id') as run_id, count(*) as n "
+                           "from int_numbers where n % 2 = 0",
+        "marts/total.sql": "-- grain: run_id\nselect getvariable('run_id') as run_id, sum(n)::bigint as n "
+                           "from int_numbers",
+        "marts/summary.sql": "-- grain: run_id\nselect run_id, evens.n as evens, total.n as total "
+                             "from evens join total using (run_id)",
+    })
+    con = duckdb.connect(config={"threads": 2})
+    con.execute("set variable run_id = 'r1'")
+    results = build_marts(con, sql_root=root)
+    assert {r.name: r.preview for r in results} == {
+        "evens": [("r1", 500)], "total": [("r1", 499500)], "summary": [("r1", 500, 499500)],
+    }
+    assert [r.name for r in results][-1] == "summary"  # in dependency order, as they were read
+    assert _tables(con) == {"evens", "total", "summary"}  # the intermediate went once its readers had run
+    assert con.execute("select current_setting('threads')").fetchone() == (2,)
+
+
+def test_a_failing_model_is_named_and_stops_the_one_beside_it(tmp_path: Path) -> None:
+    root = _write_models(tmp_path, {
+        # broken fails once int_pause is built, while slow (far longer than the rest) is running beside them
+        "intermediate/int_pause.sql": "select count(*) as n from range(30000000) where hash(range) % 7 = 0",
+        "marts/broken.sql": "-- grain: run_id\nselect 'r' as run_id, cast('not ' || n as integer) as n from int_pause",
+        "marts/slow.sql": "-- grain: run_id\nselect 'r' as run_id, count(*) as n "
+                          "from range(20000000000) where hash(range) % 7 = 0",
+    })
+    con = duckdb.connect(config={"threads": 2})
+    with pytest.raises(RuntimeError, match=r"broken\.sql: Conversion Error"):
+        build_marts(con, sql_root=root)
+    assert "slow" not in _tables(con)  # interrupted: it would be there had it run to its end
+    assert con.execute("select current_setting('threads')").fetchone() == (2,)  # the connection is as it was
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {name for (name,) in con.execute("select table_name from duckdb_tables()").fetchall()}
