@@ -78,7 +78,7 @@ def check_queries(model: SqlModel, columns: list[str], sql_root: Path) -> dict[s
 def run_checks(
     con: duckdb.DuckDBPyConnection, model: SqlModel, columns: list[str], sql_root: Path
 ) -> list[CheckResult]:
-    """Run every check of ``model`` against its temp table in ``con``."""
+    """Run every check of ``model`` against its table in ``con``."""
     results = []
     for name, (description, query) in check_queries(model, columns, sql_root).items():
         counted = con.execute(f"select count(*) from ({query})").fetchone()

@@ -17,7 +17,7 @@ from pipelines.shipped import shipped_folder
 LAYERS = ("staging", "intermediate", "marts")
 _PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": ""}
 _HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized)\s*:\s*(.+)$")
-# Intermediates are read by several models each, so they are computed once as temp tables by default.
+# Intermediates are read by several models each, so they are computed once as tables by default.
 _DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table"}
 
 
