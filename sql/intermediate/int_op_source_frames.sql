@@ -176,6 +176,9 @@ backward_functions as (
     left join forward_ops as forward
         on forward.trace_id = tree.trace_id
         and forward.event_idx = tree.event_idx
+    -- only a trace with frames has any to pass on (most traces are recorded without stacks)
+    semi join (select distinct trace_id from own_frames) as framed
+        on framed.trace_id = tree.trace_id
     where tree.tree = 'torch'
         and (
             forward.forward_idx is not null
