@@ -58,10 +58,10 @@ def readers(models: dict[str, SqlModel], names: list[str]) -> dict[str, set[str]
     return read_by
 
 
-def chain_lengths(models: dict[str, SqlModel], order: list[str]) -> dict[str, int]:
-    """Per model of ``order`` (dependencies first): the number of models on the longest chain of readers from it,
-    itself included. Starting the longest chains first keeps every worker busy to the end."""
-    read_by = readers(models, order)
+def chain_lengths(read_by: dict[str, set[str]], order: list[str]) -> dict[str, int]:
+    """Per model of ``order`` (dependencies first): the number of models on the longest chain of readers from it
+    (``read_by``, from :func:`readers`), itself included. Starting the longest chains first keeps every worker busy
+    to the end."""
     lengths: dict[str, int] = {}
     for name in reversed(order):
         lengths[name] = 1 + max((lengths[reader] for reader in read_by[name]), default=0)

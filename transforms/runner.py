@@ -114,7 +114,7 @@ def build_marts(
     order = run_order(models, set(RAW_TABLES), select)
     register_functions(con)
     read_by = readers(models, order)
-    chain = chain_lengths(models, order)
+    chain = chain_lengths(read_by, order)
     waiting = {name: models[name].deps & set(order) for name in order}
     done: set[str] = set()
     built: set[str] = set()  # intermediates not dropped yet

@@ -55,7 +55,8 @@ def test_each_model_is_kept_until_its_readers_have_run() -> None:
 
 def test_longest_chains_start_first() -> None:
     order = run_order(MODELS, set(RAW_TABLES))
-    chain, read_by = chain_lengths(MODELS, order), readers(MODELS, order)
+    read_by = readers(MODELS, order)
+    chain = chain_lengths(read_by, order)
     for name in order:
         # a model's chain is one longer than its longest reader's, and a model nothing reads ends one
         assert chain[name] == 1 + max((chain[r] for r in read_by[name]), default=0)
