@@ -122,11 +122,11 @@ def scope_to_run(
     Raises:
         LookupError: the lake holds no such run.
     """
+    kind = "temp view" if temporary else "view"
     con.execute("begin")  # one DuckLake transaction (a catalog read each) for the lookups and the views
     try:
         found, snapshot = _run_tables(con, run_id, tables)
         for name, table in found.items():
-            kind = "temp view" if temporary else "view"
             con.execute(f'create or replace {kind} "{name}" as {table.run_rows(name, run_id, snapshot)}')
         con.execute("commit")
     except BaseException:

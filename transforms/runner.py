@@ -115,7 +115,8 @@ def build_marts(
     register_functions(con)
     read_by = readers(models, order)
     chain = chain_lengths(read_by, order)
-    waiting = {name: models[name].deps & set(order) for name in order}
+    to_build = set(order)
+    waiting = {name: models[name].deps & to_build for name in order}
     done: set[str] = set()
     built: set[str] = set()  # intermediates not dropped yet
     results: dict[str, MartResult] = {}
