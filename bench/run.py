@@ -37,6 +37,7 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 sys.path.insert(0, str(ROOT))
 
 from bench.make_trace import DEFAULT_SOURCE  # noqa: E402
+from tracelake.home import POOLED_EVENT_LOG, QUIET  # noqa: E402
 
 QUIET_LOAD = 0.5  # 1-minute load average below which the machine counts as quiet
 QUIET_OTHERS_CORES = 0.15  # CPU other processes may use, on average, while the bench runs
@@ -111,7 +112,10 @@ class Ingest:
 
     def __init__(self, scratch: Path) -> None:
         self.scratch = scratch
-        self.env = dict(os.environ, DAGSTER_HOME=str(scratch / "dagster_home"))
+        home = scratch / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(QUIET + POOLED_EVENT_LOG)  # as the default home's: no telemetry
+        self.env = dict(os.environ, DAGSTER_HOME=str(home))
         self.rounds = 0
 
     def __call__(self, source: Path, ok_codes: tuple[int, ...] = (0,), jobs: int = 1) -> Timed:

@@ -18,6 +18,7 @@ import duckdb
 import orjson
 
 from pipelines.lake import ALIAS, LAYERS, query_catalog
+from pipelines.rows import sql_path
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ class RunCommit:
     run_id: str
     snapshot_id: int
     attempts: int
+    adopted: frozenset[str] = frozenset()
+    """The files of ``replace_run``'s ``files`` that the lake now holds as its own data files."""
 
 
 def _claim(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
@@ -57,14 +60,15 @@ def _is_retryable(exc: duckdb.Error) -> bool:
     return isinstance(exc, duckdb.TransactionException) or any(word in message for word in _RETRYABLE)
 
 
-def lake_tables(con: duckdb.DuckDBPyConnection, alias: str = ALIAS) -> dict[str, list[str]]:
-    """``layer.table`` → column names of every table in the layers of the lake attached as ``alias``."""
+def lake_tables(con: duckdb.DuckDBPyConnection, alias: str = ALIAS) -> dict[str, dict[str, str]]:
+    """``layer.table`` → column name → type, in order, of every table in the layers of the lake attached as ``alias``."""
     rows = con.execute(
-        "select schema_name || '.' || table_name, list(column_name order by column_index) "
+        "select schema_name || '.' || table_name, map(list(column_name order by column_index), "
+        "list(data_type order by column_index)) "
         "from duckdb_columns() where database_name = $alias and list_contains($layers, schema_name) group by all",
         {"alias": alias, "layers": list(LAYERS)},
     ).fetchall()
-    return dict(rows)
+    return {table: dict(columns) for table, columns in rows}
 
 
 # The tables holding files of a run in the transaction's snapshot or later, asked of the catalog's own database
@@ -89,18 +93,46 @@ def tables_holding_run(con: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
 
 
 def _prepare_table(
-    con: duckdb.DuckDBPyConnection, qualified: str, select: str, existing: dict[str, list[str]]
-) -> None:
-    """Create ``qualified`` from ``select``'s columns (``run_id`` first, partitioned by it), or add the columns it lacks."""
+    con: duckdb.DuckDBPyConnection, qualified: str, select: str, existing: dict[str, dict[str, str]]
+) -> bool:
+    """Create ``qualified`` from ``select``'s columns (``run_id`` first, partitioned by it), or add the columns it
+    lacks; returns whether every column of ``select`` now has the table's type."""
     target = f"{ALIAS}.{qualified}"
     if qualified not in existing:
         con.execute(f"create table {target} as select ''::varchar as run_id, * from ({select}) limit 0")
         con.execute(f"alter table {target} set partitioned by (run_id)")
-        return
-    have = set(existing[qualified])
+        existing[qualified] = {name: kind for name, kind, *_ in con.execute(f"describe {target}").fetchall()}
+        return True
+    have = existing[qualified]
+    same_types = True
     for name, kind, *_ in con.execute(f"describe select * from ({select})").fetchall():
         if name not in have:
             con.execute(f'alter table {target} add column "{name}" {kind}')
+        same_types = same_types and have.get(name, kind) == kind
+    return same_types
+
+
+def _files_select(paths: list[str]) -> str:
+    return f"select * exclude (run_id) from read_parquet([{', '.join(sql_path(p) for p in paths)}], union_by_name = true)"
+
+
+def _adopt(con: duckdb.DuckDBPyConnection, qualified: str, paths: list[str]) -> list[str]:
+    """Add those of ``paths`` that hold rows to ``qualified`` as its data files, read where they are, and return
+    them. DuckLake takes each file's run from the ``run_id=`` folder holding it and fills a column the file lacks
+    with null. An empty file is left out: no delete would ever end it, so it would stay for good."""
+    if not paths:
+        return []
+    rows = dict(con.execute("select file_name, sum(num_rows) from parquet_file_metadata($paths) group by all",
+                            {"paths": paths}).fetchall())
+    layer, table = qualified.split(".")
+    adopted = [path for path in paths if rows.get(path)]
+    for path in adopted:
+        con.execute(
+            f"call ducklake_add_data_files('{ALIAS}', $table, $path, schema => $layer, "
+            "hive_partitioning => true, allow_missing => true)",
+            {"table": table, "path": path, "layer": layer},
+        )
+    return adopted
 
 
 def replace_run(
@@ -108,15 +140,20 @@ def replace_run(
     run_id: str,
     sources: dict[str, str],
     *,
+    files: dict[str, list[str]] | None = None,
     clear: tuple[str, ...] = (),
     info: dict[str, object] | None = None,
 ) -> RunCommit:
-    """Make ``sources`` (``layer.table`` → a SELECT of the run's rows, without ``run_id``) the run's contents.
+    """Make ``sources`` (``layer.table`` → a SELECT of the run's rows, without ``run_id``) and ``files``
+    (``layer.table`` → Parquet files of the run's rows with ``run_id``, in :meth:`Lake.run_folder`) the
+    run's contents.
 
-    Every other table of the layers in ``clear`` loses the run's rows in the same transaction (a new raw
-    version makes the old analysis tables wrong). ``info`` goes into the snapshot's commit message.
+    A table's files are adopted as they are (``RunCommit.adopted``; empty ones are not), unless a column's type
+    differs from the table's: then their rows are copied. Every other table of the layers in ``clear`` loses the run's rows in the same transaction (a new
+    raw version makes the old analysis tables wrong). ``info`` goes into the snapshot's commit message.
     """
     message = orjson.dumps({"run_id": run_id, **(info or {})}, default=str).decode()
+    files = files or {}
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             _claim(con, run_id)
@@ -124,16 +161,25 @@ def replace_run(
             con.execute(f"delete from {ALIAS}.{CLAIMS} where run_id = $run_id", {"run_id": run_id})
             existing = lake_tables(con)
             holding = tables_holding_run(con, run_id)
-            for qualified, select in sources.items():
-                _prepare_table(con, qualified, select, existing)
+            adopted: set[str] = set()
+            for qualified in {**files, **sources}:
+                copied = [sources[qualified]] if qualified in sources else []
+                placed = files.get(qualified, [])
+                for select in copied:
+                    _prepare_table(con, qualified, select, existing)
+                if placed and not _prepare_table(con, qualified, _files_select(placed), existing):
+                    copied.append(_files_select(placed))  # a type changed since they were written: cast
+                    placed = []
                 if qualified in holding:
                     con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
-                con.execute(
-                    f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
-                    {"run_id": run_id},
-                )
+                adopted.update(_adopt(con, qualified, placed))
+                for select in copied:
+                    con.execute(
+                        f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
+                        {"run_id": run_id},
+                    )
             for qualified in holding:
-                if qualified.split(".")[0] in clear and qualified not in sources:
+                if qualified.split(".")[0] in clear and qualified not in sources and qualified not in files:
                     con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
             con.execute(
                 f"call {ALIAS}.set_commit_message('tracelake', $title, extra_info => $info)",
@@ -149,8 +195,12 @@ def replace_run(
             time.sleep(random.uniform(0.02, 0.05) * min(attempt, 10))
             continue
         # This connection's commit, not the newest (another writer's); read without listing every snapshot.
-        snapshot = con.execute(f"from {ALIAS}.last_committed_snapshot()").fetchone()
-        return RunCommit(run_id, snapshot[0] if snapshot and snapshot[0] is not None else -1, attempt)
+        # Never raises: callers take a raise to mean that nothing was committed.
+        snapshot = None
+        with contextlib.suppress(duckdb.Error):
+            snapshot = con.execute(f"from {ALIAS}.last_committed_snapshot()").fetchone()
+        return RunCommit(run_id, snapshot[0] if snapshot and snapshot[0] is not None else -1, attempt,
+                         frozenset(adopted))
     raise AssertionError("unreachable")
 
 

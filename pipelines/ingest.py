@@ -249,11 +249,39 @@ def stage_run_tables(run: RunSource, lake: Lake, version: str, staged: list[Stag
             ("quality_issues", QUALITY_COLUMNS, quality_rows(issues)),
         ):
             local = tmp / f"{table}.parquet"
-            write_rows(local, columns, rows)
+            write_rows(local, {"run_id": "VARCHAR", **columns}, [{"run_id": run.run_id, **row} for row in rows])
             files[table].append(posixpath.join(staging, table, "run.parquet"))
             _put(lake, local, files[table][-1])
             row_counts[table] = len(rows)
     return StagedRun(run, version, traces, issues, dict(files), dict(row_counts))
+
+
+def place_for_commit(lake: Lake, staged: StagedRun) -> dict[str, list[str]]:
+    """``raw.<table>`` → the run's staged files of the table, put where the lake keeps the run's files of the table
+    (:meth:`Lake.run_folder`) for the commit to adopt as they are: linked on a local disk, copied inside an object
+    store. The catalog knows them only once the commit lands; :func:`remove_files` takes back those it did not adopt.
+    """
+    placed: dict[str, list[str]] = defaultdict(list)
+    for table, urls in staged.files.items():
+        folder = lake.run_folder("raw", table, staged.run.run_id)
+        for url in urls:
+            target = posixpath.join(folder, f"tracelake-{staged.version}-{posixpath.basename(url)}")
+            if lake.local:
+                os.makedirs(folder, exist_ok=True)
+                try:
+                    os.link(url, target)
+                except OSError:  # a filesystem without hard links, or the staging folder on another one
+                    shutil.copyfile(url, target)
+            else:
+                lake.fs.copy(url, target)
+            placed[f"raw.{table}"].append(target)
+    return dict(placed)
+
+
+def remove_files(lake: Lake, urls: list[str]) -> None:
+    """Delete ``urls`` from the lake's storage (files placed for a commit that did not adopt them)."""
+    if urls:
+        lake.fs.rm(urls)
 
 
 def _staged_run_url(lake: Lake, run_id: str, version: str) -> str:

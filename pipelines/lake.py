@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import duckdb
 
@@ -172,6 +172,11 @@ class Lake:
     def url_of(self, relative: str) -> str:
         """Full URL (or local path) of a path relative to the lake root."""
         return full_url(self.fs, posixpath.join(self.root, relative))
+
+    def run_folder(self, layer: str, table: str, run_id: str) -> str:
+        """Where the lake keeps the run's data files of ``layer.table``: ``LAKE/<layer>/<table>/run_id=<run_id>``,
+        the value escaped as DuckLake escapes it (and reads it back)."""
+        return posixpath.join(self.url.rstrip("/"), layer, table, f"run_id={quote(run_id, safe='')}")
 
     @property
     def data_path(self) -> str:

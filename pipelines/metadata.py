@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-_HEAD = {"trace_id": "VARCHAR", "rank": "BIGINT"}
+_HEAD = {"run_id": "VARCHAR", "trace_id": "VARCHAR", "rank": "BIGINT"}
 
 # deviceProperties key → (column, type); ROCm spells shared memory per SM differently.
 _DEVICE_FIELDS: dict[str, tuple[str, str]] = {

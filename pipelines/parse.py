@@ -308,11 +308,13 @@ class _EventLoader:
         return None, None
 
     def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:
-        """Join each table's parts into its Parquet file, with identity in front and absolute times.
+        """Join each table's parts into its Parquet file, with identity (run, trace, rank) in front and absolute
+        times: the file the lake adopts as it is (:func:`pipelines.commit.replace_run`).
 
         Tables are written ``workers`` at a time: a small table's statement is mostly fixed cost
         on one thread, which the other table's work fills in."""
-        params = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank, "base_ns": parsed.base_time_ns or 0}
+        params = {"run_id": parsed.trace.run_id, "trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank,
+                  "base_ns": parsed.base_time_ns or 0}
         # Largest first, so that no big table starts last while the other worker idles.
         part_bytes = {t: sum(p.stat().st_size for p in (self._parts / t).iterdir()) for t in _STAGE_QUERIES}
         tables = sorted(_STAGE_QUERIES, key=lambda t: -part_bytes[t])
@@ -327,7 +329,7 @@ class _EventLoader:
             columns = [row[0] for row in cur.execute(f"describe select * from {sql_path(parts)}").fetchall()]
             shifted = ", ".join(f"{c} + $base_ns::bigint as {c}" for c in ABSOLUTE_TIME_COLUMNS if c in columns)
             select = (
-                f"select $trace_id::varchar as trace_id, $rank::bigint as rank, *"
+                f"select $run_id::varchar as run_id, $trace_id::varchar as trace_id, $rank::bigint as rank, *"
                 f"{f' replace ({shifted})' if shifted else ''} from {sql_path(parts)}"
             )
             if table == "steps":
@@ -350,7 +352,7 @@ def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count
 
 
 def _write_metadata_tables(metadata: dict[str, Any], parsed: ParsedTrace, outdir: Path) -> None:
-    head = {"trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank}
+    head = {"run_id": parsed.trace.run_id, "trace_id": parsed.trace.trace_id, "rank": parsed.rank.rank}
     for table, (columns, rows) in (
         ("devices", device_rows(metadata)),
         ("process_groups", process_group_rows(metadata)),

@@ -5,8 +5,8 @@ Each entry is the column list of one ``select ... from chunk where route = <tabl
 (a struct of just the keys the table uses, see ``ARGS_USED``) are built by :mod:`pipelines.parse`.
 Times come out in nanoseconds relative to the trace's base time, which is only known once the
 whole file is read: the columns named in ``ABSOLUTE_TIME_COLUMNS`` get the base (0 for legacy
-absolute-µs traces) added when the tables are written. Every table also gets ``trace_id`` and
-``rank`` in front; ``run_id`` comes from the Hive path.
+absolute-µs traces) added when the tables are written. Every table also gets ``run_id``,
+``trace_id`` and ``rank`` in front, so that its file is a lake data file as it stands.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ import duckdb
 
 from pipelines.commit import RunCommit, expire_old_versions, replace_run
 from pipelines.identity import TraceFile
-from pipelines.ingest import StagedRun, StagedTrace, discard_staging, new_version, stage_run_tables, stage_trace
+from pipelines.ingest import (
+    StagedRun, StagedTrace, discard_staging, new_version, place_for_commit, remove_files, stage_run_tables, stage_trace,
+)
 from pipelines.lake import Lake
 from pipelines.parse import ParsedTrace, ParseSettings
 from pipelines.quality import QUALITY_COLUMNS
@@ -57,13 +59,13 @@ def _mart_sources(marts: list[MartResult]) -> dict[str, str]:
     return {f"marts.{m.name}": f"select * exclude (run_id) from {m.name}" for m in marts}
 
 
-def _failed_checks(con: duckdb.DuckDBPyConnection, marts: list[MartResult]) -> str:
-    """A ``union all`` onto the run's quality issues of a row per failed mart check (empty when all passed)."""
+def _failed_checks(con: duckdb.DuckDBPyConnection, marts: list[MartResult]) -> dict[str, str]:
+    """The run's quality issues beyond those staged: a row per failed mart check (none when all passed)."""
     rows = [check.quality_issue() for mart in marts for check in mart.checks if not check.passed]
     if not rows:
-        return ""
+        return {}
     con.execute(f"create temp table failed_checks as {rows_query(QUALITY_COLUMNS)}", {"rows": rows})
-    return " union all by name select * from failed_checks"
+    return {"raw.quality_issues": "select * from failed_checks"}
 
 
 def _building(lake: Lake, settings: MartSettings, tmp: Path) -> duckdb.DuckDBPyConnection:
@@ -84,10 +86,16 @@ def commit_staged_run(
     with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
         register_run_tables(con, run_id, staged.files)
         marts = build_marts(con, select=select)
-        sources = {f"raw.{table}": f"select * exclude (run_id) from {table}" for table in staged.files}
-        sources["raw.quality_issues"] += _failed_checks(con, marts)
+        sources = _failed_checks(con, marts) | _mart_sources(marts)
         info = {"version": staged.version, "fingerprint": fingerprint(staged.run.traces), "source": staged.run.url}
-        commit = replace_run(con, run_id, sources | _mart_sources(marts), clear=("marts",), info=info)
+        # The staged raw files become the lake's as they are: no second encoding of the largest tables.
+        placed = place_for_commit(lake, staged)
+        adopted: frozenset[str] = frozenset()
+        try:
+            commit = replace_run(con, run_id, sources, files=placed, clear=("marts",), info=info)
+            adopted = commit.adopted
+        finally:
+            remove_files(lake, [url for urls in placed.values() for url in urls if url not in adopted])
         expire_old_versions(con, settings.retention)
     discard_staging(lake, run_id, staged.version)
     return CommittedRun(staged, marts, commit)

@@ -51,7 +51,7 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict
     for table in RAW_TABLES:
         if files.get(table):
             listed = "[" + ", ".join(sql_path(url) for url in files[table]) + "]"
-            source = f"select getvariable('run_id')::varchar as run_id, * from read_parquet({listed}, union_by_name = true)"
+            source = f"select * from read_parquet({listed}, union_by_name = true)"
             con.execute(f"create or replace view {table} as {source}").fetchall()
 
 

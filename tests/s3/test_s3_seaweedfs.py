@@ -47,7 +47,7 @@ def test_ingest_from_and_into_seaweedfs(seaweedfs_s3, cli, make_source, expected
     assert again.returncode == 0, again.output
     keys = seaweedfs_s3.list_keys("lake-bucket", "lake/")
     parquet = {k for k in keys if k.endswith(".parquet")}
-    layout = re.compile(r"lake/(raw|marts)/(\w+)/run_id=(job\.\w+)/ducklake-[\w-]+\.parquet")
+    layout = re.compile(r"lake/(raw|marts)/(\w+)/run_id=(job\.\w+)/(ducklake|tracelake)-[\w-]+\.parquet")
     assert parquet and all(layout.fullmatch(k) for k in parquet), parquet
     written = {layout.fullmatch(k).group(2) for k in parquet if k.startswith("lake/raw/")}
     assert {"traces", "kernels", "cpu_ops"} <= written <= set(RAW_TABLES)  # a table with no rows has no file
