@@ -14,6 +14,7 @@ from pipelines.lake import Lake
 from pipelines.storage import filesystem
 from transforms.catalog import read_lake
 from transforms.report import render_fleet_view, render_run_report
+from transforms.run_scope import scope_to_run
 
 EMBED_LIMIT_BYTES = 16 << 20  # traces up to this size ride inside the report for "Open in Perfetto"
 
@@ -42,6 +43,9 @@ def _write(lake: Lake, name: str, html: str) -> str:
 def write_run_report(lake: Lake, run_id: str) -> str:
     """Render the run's report from its committed tables into ``LAKE/reports/<run_id>.html``; returns its URL."""
     with read_lake(lake) as con:
+        # The run's own files, found by one catalog query, not DuckLake pruning every run's files per query:
+        # 0.78 -> 0.32 s for the 234 MB trace's report, and flat as the lake grows.
+        scope_to_run(con, run_id)
         html = render_run_report(con, run_id, trace_files=_trace_files(con, run_id, lake.options))
     return _write(lake, f"{run_id}.html", html)
 
