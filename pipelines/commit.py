@@ -113,6 +113,7 @@ def _prepare_table(
 
 
 def _files_select(paths: list[str]) -> str:
+    """The rows of the Parquet files ``paths``, as a source of :func:`replace_run` (``run_id`` left out)."""
     return f"select * exclude (run_id) from read_parquet([{', '.join(sql_path(p) for p in paths)}], union_by_name = true)"
 
 
@@ -149,8 +150,9 @@ def replace_run(
     run's contents.
 
     A table's files are adopted as they are (``RunCommit.adopted``; empty ones are not), unless a column's type
-    differs from the table's: then their rows are copied. Every other table of the layers in ``clear`` loses the run's rows in the same transaction (a new
-    raw version makes the old analysis tables wrong). ``info`` goes into the snapshot's commit message.
+    differs from the table's: then their rows are copied. Every other table of the layers in ``clear`` loses the
+    run's rows in the same transaction (a new raw version makes the old analysis tables wrong). ``info`` goes into
+    the snapshot's commit message.
     """
     message = orjson.dumps({"run_id": run_id, **(info or {})}, default=str).decode()
     files = files or {}

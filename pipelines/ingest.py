@@ -279,9 +279,14 @@ def place_for_commit(lake: Lake, staged: StagedRun) -> dict[str, list[str]]:
 
 
 def remove_files(lake: Lake, urls: list[str]) -> None:
-    """Delete ``urls`` from the lake's storage (files placed for a commit that did not adopt them)."""
+    """Delete ``urls`` from the lake's storage (files placed for a commit that did not adopt them), and on a local
+    disk the folders they leave empty (object stores have no folders)."""
     if urls:
         lake.fs.rm(urls)
+    if lake.local:
+        for folder in {posixpath.dirname(url) for url in urls}:
+            with contextlib.suppress(OSError):  # other files of the run are there
+                os.rmdir(folder)
 
 
 def _staged_run_url(lake: Lake, run_id: str, version: str) -> str:

@@ -57,9 +57,11 @@ def test_staged_files_become_the_lakes_and_nothing_else_stays(tmp_path: Path, so
         direct = duckdb.sql(f"select distinct run_id from read_parquet('{lake.url}/raw/cpu_ops/**/*.parquet', "
                             "hive_partitioning = false)").fetchall()
         assert direct == [(RUN,)]
-    # Nothing of the first version stays, empty tables' files included (an adopted empty file would never end).
+    # Nothing of the first version stays, empty tables' files included (an adopted empty file would never end),
+    # nor a folder of a table the run has no rows in.
     ours = {path for path in _data_files(lake) if path.name.startswith("tracelake-")}
     assert ours == adopted
+    assert all(any(folder.iterdir()) for folder in Path(lake.url, "raw").glob("*/run_id=*"))
 
 
 def test_files_whose_types_changed_are_copied_cast(tmp_path: Path) -> None:
