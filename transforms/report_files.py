@@ -17,6 +17,7 @@ from transforms.report import render_fleet_view, render_run_report
 from transforms.run_scope import scope_to_run
 
 EMBED_LIMIT_BYTES = 16 << 20  # traces up to this size ride inside the report for "Open in Perfetto"
+RENDER_ATTEMPTS = 5  # a run's report is read again when a concurrent ingest of the run replaced its files
 
 
 def _trace_files(con: duckdb.DuckDBPyConnection, run_id: str, options: dict[str, Any] | None) -> dict[str, bytes]:
@@ -42,11 +43,18 @@ def _write(lake: Lake, name: str, html: str) -> str:
 
 def write_run_report(lake: Lake, run_id: str) -> str:
     """Render the run's report from its committed tables into ``LAKE/reports/<run_id>.html``; returns its URL."""
-    with read_lake(lake) as con:
-        # The run's own files, found by one catalog query, not DuckLake pruning every run's files per query:
-        # 0.78 -> 0.32 s for the 234 MB trace's report, and flat as the lake grows.
-        scope_to_run(con, run_id)
-        html = render_run_report(con, run_id, trace_files=_trace_files(con, run_id, lake.options))
+    for attempt in range(1, RENDER_ATTEMPTS + 1):
+        with read_lake(lake) as con:
+            # The run's own files, found by one catalog query, not DuckLake pruning every run's files per query:
+            # 0.78 -> 0.32 s for the 234 MB trace's report, and flat as the lake grows.
+            scope_to_run(con, run_id)
+            try:
+                html = render_run_report(con, run_id, trace_files=_trace_files(con, run_id, lake.options))
+                break
+            except duckdb.IOException:
+                # Another ingest of the run committed meanwhile and deleted the files read: read the new version.
+                if attempt == RENDER_ATTEMPTS:
+                    raise
     return _write(lake, f"{run_id}.html", html)
 
 
