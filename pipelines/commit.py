@@ -169,8 +169,9 @@ def replace_run(
                 placed = files.get(qualified, [])
                 for select in copied:
                     _prepare_table(con, qualified, select, existing)
-                if placed and not _prepare_table(con, qualified, _files_select(placed), existing):
-                    copied.append(_files_select(placed))  # a type changed since they were written: cast
+                file_rows = _files_select(placed)
+                if placed and not _prepare_table(con, qualified, file_rows, existing):
+                    copied.append(file_rows)  # a type changed since they were written: cast
                     placed = []
                 if qualified in holding:
                     con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})

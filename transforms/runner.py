@@ -44,7 +44,6 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict
     """A view per raw table of ``run_id``, ``run_id`` first, seen by every cursor of ``con``: over its staged
     ``files`` (table → Parquet URLs), or, without them, over the run's committed files in the lake attached to
     ``con`` (found in its catalog, not by listing every run's)."""
-    con.execute("set variable run_id = $run_id", {"run_id": run_id}).fetchall()
     if files is None:
         scope_to_run(con, run_id, RAW_TABLES, temporary=False)
         return
