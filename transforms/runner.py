@@ -11,7 +11,7 @@ import duckdb
 
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
-from transforms import critical_path, step_segments
+from transforms import critical_path, op_tree, step_segments
 from transforms.checks import CheckResult, run_checks
 from transforms.graph import chain_lengths, readers, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
@@ -57,6 +57,7 @@ def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Make the Python functions that models call (numpy where SQL windows cost more) callable in ``con``."""
     critical_path.register_functions(con)
+    op_tree.register_functions(con)
     step_segments.register_functions(con)
 
 

@@ -1,0 +1,152 @@
+"""The links of the host op trees, as the DuckDB function ``op_tree`` that ``sql/intermediate/int_op_tree.sql`` calls
+once per thread with the thread's ranges as a list.
+
+In SQL the same links took five window passes over the ranges and their start and end edges, each sorting every
+row again: 1.3 s of a 234 MB trace's 6.4 s of models, on the models' critical path. numpy sorts a thread's ranges
+once and its ends once, and finds the rest by binary search: 0.1 s.
+
+Definitions (the rows a thread's ranges become):
+- ``pos``: 1-based position in (start, end descending, event_idx) order; a missing time sorts after every time.
+- ``depth``: ranges of positive length open at the range's start, in one sweep over starts and ends ordered by
+  (time, ends before starts, pos); zero-length ranges, and ranges without a start time, open nothing.
+- ``last_pos``: the last position starting before the range ends (its subtree is pos .. last_pos).
+- parent: the nearest range before it (in pos) at depth - 1. Depth rises by at most one per position, so the range
+  right after its parent is a first child; every later range at that depth shares the parent of the last first
+  child before it, which is how the parent is carried: forward, per depth.
+- ``merged_into_parent``: an only child (a first child whose next range at its depth is a first child too, or
+  none) of a parent with its name, in the torch tree, or between two operators (the child no ``ProfilerStep#``) in
+  tb_plugin's.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transforms.sql_functions import replace_function
+
+FUNCTION = "op_tree"
+# The fields of each range handed in (SQL struct order), and of each linked range handed back.
+RANGE = (
+    "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT, external_id BIGINT, name_no INTEGER, "
+    "is_operator BOOLEAN, is_plain_operator BOOLEAN, torch_tree BOOLEAN)"
+)
+LINKED = pa.struct([
+    ("event_idx", pa.int64()),
+    ("ts_ns", pa.int64()),
+    ("dur_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("external_id", pa.int64()),
+    ("depth", pa.int32()),
+    ("pos", pa.int32()),
+    ("parent_event_idx", pa.int64()),
+    ("parent_end_ns", pa.int64()),
+    ("last_pos", pa.int32()),
+    ("merged_into_parent", pa.bool_()),
+])
+_LAST = np.iinfo(np.int64).max  # the sort key of a missing time: after every time, as SQL's NULLS LAST
+_LINK_PARTS = ("order", "pos", "depth", "last_pos", "parent", "only_child")
+
+
+def link(
+    event_idx: np.ndarray, start: np.ndarray, end: np.ndarray, has_length: np.ndarray, end_order: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Link one thread's ranges into its tree; see the module's definitions. ``start`` and ``end`` are times with a
+    missing one as :data:`_LAST`; ``end_order`` sorts ends descending (the negated end, missing ones last).
+
+    Returns, in pos order: ``order`` (the input row of each range), ``pos``, ``depth``, ``last_pos``, ``parent``
+    (the parent's index in this order, -1 for none) and ``only_child``.
+    """
+    order = np.lexsort((event_idx, end_order, start))
+    start, end, has_length = start[order], end[order], has_length[order]
+    n = len(order)
+    pos = np.arange(1, n + 1)
+    # The sweep meets ends before starts at one instant: a range's depth counts the ranges of positive length
+    # opened before it, less those closed by its start; its subtree, the ranges starting before its end.
+    closed = np.searchsorted(np.sort(end[has_length]), start, side="right")
+    depth = np.cumsum(has_length) - has_length - closed
+    last_pos = np.where(has_length, np.maximum(np.searchsorted(start, end), pos), pos)
+
+    # A first child directly follows its parent; parents carry forward per depth, in pos order.
+    first_child = np.zeros(n, dtype=bool)
+    first_child[1:] = depth[:-1] == depth[1:] - 1
+    by_depth = np.argsort(depth, kind="stable")
+    child = first_child[by_depth]
+    rank = np.arange(n)
+    new_depth = np.ones(n, dtype=bool)
+    new_depth[1:] = depth[by_depth][1:] != depth[by_depth][:-1]
+    depth_start = np.maximum.accumulate(np.where(new_depth, rank, 0))
+    latest_first_child = np.maximum.accumulate(np.where(child, rank, -1))
+    carried = latest_first_child >= depth_start
+    parent = np.full(n, -1)
+    parent[by_depth[carried]] = by_depth[latest_first_child[carried]] - 1
+    next_at_depth = np.append(~new_depth[1:], False)
+    only_child = np.empty(n, dtype=bool)
+    only_child[by_depth] = child & np.where(next_at_depth, np.append(child[1:], False), True)
+    return {"order": order, "pos": pos, "depth": depth, "last_pos": last_pos, "parent": parent,
+            "only_child": only_child}
+
+
+def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
+    """:func:`link` over each row of ``ranges`` (one list of :data:`RANGE` per thread), as one list of
+    :data:`LINKED` per row."""
+    lists = ranges.combine_chunks()
+    rows = lists.flatten()
+    bounds = np.concatenate(([0], np.cumsum(pc.list_value_length(lists).fill_null(0).to_numpy())))
+    column = {name: rows.field(name) for name in ("event_idx", "ts_ns", "dur_ns", "end_ns", "external_id")}
+    flag = {name: rows.field(name).to_numpy(zero_copy_only=False)
+            for name in ("name_no", "is_operator", "is_plain_operator", "torch_tree")}
+    event_idx = column["event_idx"].to_numpy(zero_copy_only=False)
+    ts_missing = column["ts_ns"].is_null().to_numpy(zero_copy_only=False)
+    end_missing = column["end_ns"].is_null().to_numpy(zero_copy_only=False)
+    start = np.where(ts_missing, _LAST, column["ts_ns"].fill_null(0).to_numpy())
+    end = column["end_ns"].fill_null(0).to_numpy()
+    end_order = np.where(end_missing, _LAST, -end)
+    end = np.where(end_missing, _LAST, end)
+    has_length = pc.fill_null(pc.greater(column["dur_ns"], 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
+
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in _LINK_PARTS}  # DuckDB calls with one row or more
+    for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        thread = slice(first, stop)
+        links = link(event_idx[thread], start[thread], end[thread], has_length[thread], end_order[thread])
+        # Rows of this call, in input order (order) and in the order of the result (parent).
+        links["order"] += first
+        links["parent"] = np.where(links["parent"] >= 0, links["parent"] + first, -1)
+        for name in _LINK_PARTS:
+            parts[name].append(links[name])
+    order, pos, depth, last_pos, parent, only_child = (np.concatenate(parts[name]) for name in _LINK_PARTS)
+
+    no_parent = parent < 0
+    parent = np.where(no_parent, 0, parent)
+    name_no, is_operator = flag["name_no"][order], flag["is_operator"][order]
+    merged = (
+        only_child
+        & ~no_parent
+        & (name_no[parent] == name_no)
+        & (flag["torch_tree"][order] | (flag["is_plain_operator"][order] & is_operator[parent]))
+    )
+    linked = pa.StructArray.from_arrays(
+        [
+            *(values.take(pa.array(order)) for values in column.values()),
+            pa.array(depth, type=pa.int32()),
+            pa.array(pos, type=pa.int32()),
+            pa.array(event_idx[order][parent], mask=no_parent),
+            pa.array(end[order][parent], mask=no_parent | end_missing[order][parent]),
+            pa.array(last_pos, type=pa.int32()),
+            pa.array(merged),
+        ],
+        fields=list(LINKED),
+    )
+    return pa.ListArray.from_arrays(pa.array(bounds, type=pa.int32()), linked)
+
+
+def register_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """Make ``op_tree(ranges)`` (a list of one thread's :data:`RANGE` structs) callable in ``con``, returning the
+    thread's ranges linked into its tree as a list of :data:`LINKED` structs in pos order."""
+    linked = ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in LINKED)
+    replace_function(con, FUNCTION, _linked_rows, [f"{RANGE}[]"], f"STRUCT({linked})[]", type="arrow")
+
+
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN"}
