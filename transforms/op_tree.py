@@ -1,5 +1,5 @@
-"""The links of the host op trees, as the DuckDB function ``op_tree`` that ``sql/intermediate/int_op_tree.sql`` calls
-once per thread with the thread's ranges as a list.
+"""The host op trees with each node's figures, as the DuckDB function ``op_tree`` that
+``sql/intermediate/int_op_nodes.sql`` calls once per thread with the thread's ranges as a list.
 
 In SQL the same links took five window passes over the ranges and their start and end edges, each sorting every
 row again: 1.3 s of a 234 MB trace's 6.4 s of models, on the models' critical path. numpy sorts a thread's ranges
@@ -16,6 +16,9 @@ Definitions (the rows a thread's ranges become):
 - ``merged_into_parent``: an only child (a first child whose next range at its depth is a first child too, or
   none) of a parent with its name, in the torch tree, or between two operators (the child no ``ProfilerStep#``) in
   tb_plugin's.
+- ``self_cpu_ns``: the duration less its direct children's, each counted only inside it (an async op can end
+  after the op that started it); ``device_total_ns`` and ``kernel_count``: the subtree's sums of what each node
+  launched itself (``self_device_ns``, ``self_kernel_count``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ FUNCTION = "op_tree"
 # The fields of each range handed in (SQL struct order), and of each linked range handed back.
 RANGE = (
     "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT, external_id BIGINT, name_no INTEGER, "
-    "is_operator BOOLEAN, is_plain_operator BOOLEAN, torch_tree BOOLEAN)"
+    "is_operator BOOLEAN, is_plain_operator BOOLEAN, torch_tree BOOLEAN, device_ns BIGINT, kernel_count BIGINT)"
 )
 LINKED = pa.struct([
     ("event_idx", pa.int64()),
@@ -42,9 +45,13 @@ LINKED = pa.struct([
     ("depth", pa.int32()),
     ("pos", pa.int32()),
     ("parent_event_idx", pa.int64()),
-    ("parent_end_ns", pa.int64()),
     ("last_pos", pa.int32()),
     ("merged_into_parent", pa.bool_()),
+    ("self_cpu_ns", pa.int64()),
+    ("self_device_ns", pa.int64()),
+    ("self_kernel_count", pa.int64()),
+    ("device_total_ns", pa.int64()),
+    ("kernel_count", pa.int64()),
 ])
 _LAST = np.iinfo(np.int64).max  # the sort key of a missing time: after every time, as SQL's NULLS LAST
 _LINK_PARTS = ("order", "pos", "depth", "last_pos", "parent", "only_child")
@@ -53,8 +60,9 @@ _LINK_PARTS = ("order", "pos", "depth", "last_pos", "parent", "only_child")
 def link(
     event_idx: np.ndarray, start: np.ndarray, end: np.ndarray, has_length: np.ndarray, end_order: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Link one thread's ranges into its tree; see the module's definitions. ``start`` and ``end`` are times with a
-    missing one as :data:`_LAST`; ``end_order`` sorts ends descending (the negated end, missing ones last).
+    """Link one thread's ranges into its tree; see the module's definitions. ``start`` holds a missing time as
+    :data:`_LAST`; ``end`` is read only where ``has_length``; ``end_order`` sorts ends descending (the negated end,
+    missing ones last).
 
     Returns, in pos order: ``order`` (the input row of each range), ``pos``, ``depth``, ``last_pos``, ``parent``
     (the parent's index in this order, -1 for none) and ``only_child``.
@@ -91,55 +99,74 @@ def link(
 
 def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
     """:func:`link` over each row of ``ranges`` (one list of :data:`RANGE` per thread), as one list of
-    :data:`LINKED` per row."""
+    :data:`LINKED` per row, with each node's figures."""
     lists = ranges.combine_chunks()
     rows = lists.flatten()
     bounds = np.concatenate(([0], np.cumsum(pc.list_value_length(lists).fill_null(0).to_numpy())))
     column = {name: rows.field(name) for name in ("event_idx", "ts_ns", "dur_ns", "end_ns", "external_id")}
-    flag = {name: rows.field(name).to_numpy(zero_copy_only=False)
-            for name in ("name_no", "is_operator", "is_plain_operator", "torch_tree")}
-    event_idx = column["event_idx"].to_numpy(zero_copy_only=False)
+    value = {name: rows.field(name).to_numpy(zero_copy_only=False) for name in (
+        "event_idx", "name_no", "is_operator", "is_plain_operator", "torch_tree", "device_ns", "kernel_count")}
     ts_missing = column["ts_ns"].is_null().to_numpy(zero_copy_only=False)
     end_missing = column["end_ns"].is_null().to_numpy(zero_copy_only=False)
-    start = np.where(ts_missing, _LAST, column["ts_ns"].fill_null(0).to_numpy())
+    ts = column["ts_ns"].fill_null(0).to_numpy()
     end = column["end_ns"].fill_null(0).to_numpy()
+    start = np.where(ts_missing, _LAST, ts)
     end_order = np.where(end_missing, _LAST, -end)
-    end = np.where(end_missing, _LAST, end)
     has_length = pc.fill_null(pc.greater(column["dur_ns"], 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
 
     parts: dict[str, list[np.ndarray]] = {name: [] for name in _LINK_PARTS}  # DuckDB calls with one row or more
     for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
         thread = slice(first, stop)
-        links = link(event_idx[thread], start[thread], end[thread], has_length[thread], end_order[thread])
-        # Rows of this call, in input order (order) and in the order of the result (parent).
+        links = link(value["event_idx"][thread], start[thread], end[thread], has_length[thread], end_order[thread])
+        # Rows of this call: in input order (order), in the order of the result (parent, last_pos).
         links["order"] += first
         links["parent"] = np.where(links["parent"] >= 0, links["parent"] + first, -1)
+        links["last_pos"] += first - 1
         for name in _LINK_PARTS:
             parts[name].append(links[name])
-    order, pos, depth, last_pos, parent, only_child = (np.concatenate(parts[name]) for name in _LINK_PARTS)
+    order, pos, depth, last_row, parent, only_child = (np.concatenate(parts[name]) for name in _LINK_PARTS)
+    value = {name: values[order] for name, values in value.items()}
+    ts, end, end_missing = ts[order], end[order], end_missing[order]
 
-    no_parent = parent < 0
-    parent = np.where(no_parent, 0, parent)
-    name_no, is_operator = flag["name_no"][order], flag["is_operator"][order]
-    merged = (
-        only_child
-        & ~no_parent
-        & (name_no[parent] == name_no)
-        & (flag["torch_tree"][order] | (flag["is_plain_operator"][order] & is_operator[parent]))
+    has_parent = parent >= 0
+    child, of = np.flatnonzero(has_parent), parent[has_parent]
+    merged = np.zeros(len(order), dtype=bool)
+    merged[child] = (
+        only_child[child]
+        & (value["name_no"][of] == value["name_no"][child])
+        & (value["torch_tree"][child] | (value["is_plain_operator"][child] & value["is_operator"][of]))
     )
+    # A parent has length, so its end is known; a child without an end counts up to its parent's.
+    inside = np.maximum(0, np.where(end_missing[child], end[of], np.minimum(end[child], end[of])) - ts[child])
+    children_ns = np.zeros(len(order), dtype=np.int64)
+    np.add.at(children_ns, of, inside)
+    dur = column["dur_ns"].take(pa.array(order))
+    # Subtree sums: the subtree is the rows row .. last_row of the result, a difference of running sums.
+    subtree = np.arange(len(order)), last_row
+    device_total, kernel_total = (_range_sums(value[name], *subtree) for name in ("device_ns", "kernel_count"))
     linked = pa.StructArray.from_arrays(
         [
             *(values.take(pa.array(order)) for values in column.values()),
             pa.array(depth, type=pa.int32()),
             pa.array(pos, type=pa.int32()),
-            pa.array(event_idx[order][parent], mask=no_parent),
-            pa.array(end[order][parent], mask=no_parent | end_missing[order][parent]),
-            pa.array(last_pos, type=pa.int32()),
+            pa.array(np.where(has_parent, value["event_idx"][parent], 0), mask=~has_parent),
+            pa.array(last_row - np.repeat(bounds[:-1], np.diff(bounds)) + 1, type=pa.int32()),
             pa.array(merged),
+            pc.subtract(dur, pa.array(children_ns)),
+            pa.array(value["device_ns"]),
+            pa.array(value["kernel_count"]),
+            pa.array(device_total),
+            pa.array(kernel_total),
         ],
         fields=list(LINKED),
     )
     return pa.ListArray.from_arrays(pa.array(bounds, type=pa.int32()), linked)
+
+
+def _range_sums(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The sum of ``values[first[i]:last[i] + 1]`` for each i."""
+    running = np.concatenate(([0], np.cumsum(values)))
+    return running[last + 1] - running[first]
 
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:

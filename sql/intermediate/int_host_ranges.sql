@@ -1,4 +1,4 @@
--- One row per host range the op trees are built from (int_op_tree), with kind saying which: cpu ops, user
+-- One row per host range the op trees are built from (int_op_nodes), with kind saying which: cpu ops, user
 -- annotations recorded on the host, and nn.Module python functions.
 -- A view: scanning the raw files again is cheaper than holding every column of every range in memory.
 -- materialized: view
