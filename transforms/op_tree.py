@@ -1,9 +1,10 @@
 """The host op trees with each node's figures, as the DuckDB function ``op_tree`` that
 ``sql/intermediate/int_op_nodes.sql`` calls once per thread with the thread's ranges as a list.
 
-In SQL the same links took five window passes over the ranges and their start and end edges, each sorting every
-row again: 1.3 s of a 234 MB trace's 6.4 s of models, on the models' critical path. numpy sorts a thread's ranges
-once and its ends once, and finds the rest by binary search: 0.1 s.
+In SQL the links took five window passes over the ranges and their start and end edges, each sorting every row
+again, and the subtree sums a window framed per row: 2.3 s of the 6.4 s of CPU the models of a 234 MB trace took,
+first on their critical path. numpy sorts a thread's ranges once and its ends once, finds depth and subtree by
+binary search and subtree sums as differences of running sums; with the join of the names, the model takes 0.7 s.
 
 Definitions (the rows a thread's ranges become):
 - ``pos``: 1-based position in (start, end descending, event_idx) order; a missing time sorts after every time.
@@ -16,9 +17,9 @@ Definitions (the rows a thread's ranges become):
 - ``merged_into_parent``: an only child (a first child whose next range at its depth is a first child too, or
   none) of a parent with its name, in the torch tree, or between two operators (the child no ``ProfilerStep#``) in
   tb_plugin's.
-- ``self_cpu_ns``: the duration less its direct children's, each counted only inside it (an async op can end
-  after the op that started it); ``device_total_ns`` and ``kernel_count``: the subtree's sums of what each node
-  launched itself (``self_device_ns``, ``self_kernel_count``).
+- ``children_ns``: the time of its direct children inside it (an async op can end after the op that started it);
+  ``device_total_ns`` and ``kernel_count``: the subtree's sums of what each node launched itself
+  (``self_device_ns``, ``self_kernel_count``).
 """
 
 from __future__ import annotations
@@ -33,26 +34,23 @@ from transforms.sql_functions import replace_function
 FUNCTION = "op_tree"
 # The fields of each range handed in (SQL struct order), and of each linked range handed back.
 RANGE = (
-    "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, end_ns BIGINT, external_id BIGINT, name_no INTEGER, "
-    "is_operator BOOLEAN, is_plain_operator BOOLEAN, torch_tree BOOLEAN, device_ns BIGINT, kernel_count BIGINT)"
+    "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, name_no INTEGER, is_operator BOOLEAN, "
+    "is_plain_operator BOOLEAN, torch_tree BOOLEAN, device_ns BIGINT, kernel_count BIGINT)"
 )
 LINKED = pa.struct([
     ("event_idx", pa.int64()),
-    ("ts_ns", pa.int64()),
-    ("dur_ns", pa.int64()),
-    ("end_ns", pa.int64()),
-    ("external_id", pa.int64()),
     ("depth", pa.int32()),
     ("pos", pa.int32()),
     ("parent_event_idx", pa.int64()),
     ("last_pos", pa.int32()),
     ("merged_into_parent", pa.bool_()),
-    ("self_cpu_ns", pa.int64()),
+    ("children_ns", pa.int64()),
     ("self_device_ns", pa.int64()),
     ("self_kernel_count", pa.int64()),
     ("device_total_ns", pa.int64()),
     ("kernel_count", pa.int64()),
 ])
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN"}
 _LAST = np.iinfo(np.int64).max  # the sort key of a missing time: after every time, as SQL's NULLS LAST
 _LINK_PARTS = ("order", "pos", "depth", "last_pos", "parent", "only_child")
 
@@ -103,30 +101,31 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
     lists = ranges.combine_chunks()
     rows = lists.flatten()
     bounds = np.concatenate(([0], np.cumsum(pc.list_value_length(lists).fill_null(0).to_numpy())))
-    column = {name: rows.field(name) for name in ("event_idx", "ts_ns", "dur_ns", "end_ns", "external_id")}
-    value = {name: rows.field(name).to_numpy(zero_copy_only=False) for name in (
-        "event_idx", "name_no", "is_operator", "is_plain_operator", "torch_tree", "device_ns", "kernel_count")}
-    ts_missing = column["ts_ns"].is_null().to_numpy(zero_copy_only=False)
-    end_missing = column["end_ns"].is_null().to_numpy(zero_copy_only=False)
-    ts = column["ts_ns"].fill_null(0).to_numpy()
-    end = column["end_ns"].fill_null(0).to_numpy()
+    ts, dur = rows.field("ts_ns"), rows.field("dur_ns")
+    ts_missing = ts.is_null().to_numpy(zero_copy_only=False)
+    end_missing = ts_missing | dur.is_null().to_numpy(zero_copy_only=False)
+    ts = ts.fill_null(0).to_numpy()
+    end = ts + dur.fill_null(0).to_numpy()
     start = np.where(ts_missing, _LAST, ts)
     end_order = np.where(end_missing, _LAST, -end)
-    has_length = pc.fill_null(pc.greater(column["dur_ns"], 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
+    has_length = pc.fill_null(pc.greater(dur, 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
+    event_idx = rows.field("event_idx").to_numpy(zero_copy_only=False)
 
     parts: dict[str, list[np.ndarray]] = {name: [] for name in _LINK_PARTS}  # DuckDB calls with one row or more
     for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
         thread = slice(first, stop)
-        links = link(value["event_idx"][thread], start[thread], end[thread], has_length[thread], end_order[thread])
+        links = link(event_idx[thread], start[thread], end[thread], has_length[thread], end_order[thread])
         # Rows of this call: in input order (order), in the order of the result (parent, last_pos).
         links["order"] += first
         links["parent"] = np.where(links["parent"] >= 0, links["parent"] + first, -1)
         links["last_pos"] += first - 1
         for name in _LINK_PARTS:
             parts[name].append(links[name])
-    order, pos, depth, last_row, parent, only_child = (np.concatenate(parts[name]) for name in _LINK_PARTS)
-    value = {name: values[order] for name, values in value.items()}
-    ts, end, end_missing = ts[order], end[order], end_missing[order]
+    del start, end_order, has_length
+    order, pos, depth, last_row, parent, only_child = (np.concatenate(parts.pop(name)) for name in _LINK_PARTS)
+    value = {name: rows.field(name).to_numpy(zero_copy_only=False)[order] for name in (
+        "name_no", "is_operator", "is_plain_operator", "torch_tree", "device_ns", "kernel_count")}
+    event_idx, ts, end, end_missing = event_idx[order], ts[order], end[order], end_missing[order]
 
     has_parent = parent >= 0
     child, of = np.flatnonzero(has_parent), parent[has_parent]
@@ -140,19 +139,18 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
     inside = np.maximum(0, np.where(end_missing[child], end[of], np.minimum(end[child], end[of])) - ts[child])
     children_ns = np.zeros(len(order), dtype=np.int64)
     np.add.at(children_ns, of, inside)
-    dur = column["dur_ns"].take(pa.array(order))
     # Subtree sums: the subtree is the rows row .. last_row of the result, a difference of running sums.
     subtree = np.arange(len(order)), last_row
     device_total, kernel_total = (_range_sums(value[name], *subtree) for name in ("device_ns", "kernel_count"))
     linked = pa.StructArray.from_arrays(
         [
-            *(values.take(pa.array(order)) for values in column.values()),
+            pa.array(event_idx),
             pa.array(depth, type=pa.int32()),
             pa.array(pos, type=pa.int32()),
-            pa.array(np.where(has_parent, value["event_idx"][parent], 0), mask=~has_parent),
+            pa.array(np.where(has_parent, event_idx[parent], 0), mask=~has_parent),
             pa.array(last_row - np.repeat(bounds[:-1], np.diff(bounds)) + 1, type=pa.int32()),
             pa.array(merged),
-            pc.subtract(dur, pa.array(children_ns)),
+            pa.array(children_ns),
             pa.array(value["device_ns"]),
             pa.array(value["kernel_count"]),
             pa.array(device_total),
@@ -174,6 +172,3 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     thread's ranges linked into its tree as a list of :data:`LINKED` structs in pos order."""
     linked = ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in LINKED)
     replace_function(con, FUNCTION, _linked_rows, [f"{RANGE}[]"], f"STRUCT({linked})[]", type="arrow")
-
-
-_SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.bool_(): "BOOLEAN"}

@@ -16,6 +16,7 @@ from transforms.checks import CheckResult, run_checks
 from transforms.graph import chain_lengths, readers, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 from transforms.run_scope import scope_to_run
+from transforms.sql_functions import release_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ def build_marts(
     def build(name: str, cursor: duckdb.DuckDBPyConnection) -> None:
         model = models[name]
         _create(cursor, model)
+        release_freed_memory()
         if model.layer == "marts" and (select is None or name in select):
             results[name] = _summarize(cursor, model, root)
 

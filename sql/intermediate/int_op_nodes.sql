@@ -71,7 +71,7 @@ linked as (
         threads.thread_no,
         op_tree(list({
             'event_idx': tree_nodes.event_idx, 'ts_ns': tree_nodes.ts_ns, 'dur_ns': tree_nodes.dur_ns,
-            'end_ns': tree_nodes.end_ns, 'external_id': tree_nodes.external_id, 'name_no': names.name_no,
+            'name_no': names.name_no,
             'is_operator': tree_nodes.kind = 'op',
             'is_plain_operator': tree_nodes.kind = 'op' and not starts_with(tree_nodes.name, 'ProfilerStep#'),
             'torch_tree': tree_nodes.tree = 'torch',
@@ -100,7 +100,20 @@ select
     node.event_idx,
     host_range.name,
     host_range.cat,
-    node.* exclude (tree, trace_id, thread_key, thread_no, event_idx)
+    host_range.ts_ns,
+    host_range.dur_ns,
+    host_range.end_ns,
+    host_range.external_id,
+    node.depth,
+    node.pos,
+    node.parent_event_idx,
+    node.last_pos,
+    node.merged_into_parent,
+    host_range.dur_ns - node.children_ns as self_cpu_ns,
+    node.self_device_ns,
+    node.self_kernel_count,
+    node.device_total_ns,
+    node.kernel_count
 from (select * exclude (nodes), unnest(nodes, recursive := true) from linked) as node
 join int_host_ranges as host_range
     on host_range.trace_id = node.trace_id

@@ -12,7 +12,7 @@ import pytest
 from transforms.op_tree import RANGE, register_functions
 
 LINKED_FIELDS = (
-    "event_idx", "depth", "pos", "parent_event_idx", "last_pos", "merged_into_parent", "self_cpu_ns",
+    "event_idx", "depth", "pos", "parent_event_idx", "last_pos", "merged_into_parent", "children_ns",
     "device_total_ns", "kernel_count",
 )
 
@@ -25,10 +25,8 @@ def _op_tree(ranges: list[dict]) -> list[dict]:
 
 
 def _range(event_idx: int, ts: int | None, dur: int | None, name: int = 0, device_ns: int = 0) -> dict:
-    end = None if ts is None or dur is None else ts + dur
-    return {"event_idx": event_idx, "ts_ns": ts, "dur_ns": dur, "end_ns": end, "external_id": None, "name_no": name,
-            "is_operator": True, "is_plain_operator": True, "torch_tree": True, "device_ns": device_ns,
-            "kernel_count": int(device_ns > 0)}
+    return {"event_idx": event_idx, "ts_ns": ts, "dur_ns": dur, "name_no": name, "is_operator": True,
+            "is_plain_operator": True, "torch_tree": True, "device_ns": device_ns, "kernel_count": int(device_ns > 0)}
 
 
 def test_a_thread_links_by_time_containment():
@@ -41,13 +39,13 @@ def test_a_thread_links_by_time_containment():
     ])
     got = [tuple(row[f] for f in LINKED_FIELDS) for row in linked]
     assert got == [
-        # event_idx, depth, pos, parent, last_pos, merged, self CPU, device total, kernels
-        (0, 0, 1, None, 5, False, 100 - 40 - 10, 12, 2),
-        (1, 1, 2, 0, 4, False, 40 - 10, 5, 1),  # 0 has two children (1 and 4): 1 is no only child
-        (2, 2, 3, 1, 3, False, 10, 5, 1),
+        # event_idx, depth, pos, parent, last_pos, merged, children's time inside, device total, kernels
+        (0, 0, 1, None, 5, False, 40 + 10, 12, 2),
+        (1, 1, 2, 0, 4, False, 10 + 0, 5, 1),  # 0 has two children (1 and 4): 1 is no only child
+        (2, 2, 3, 1, 3, False, 0, 5, 1),
         (3, 2, 4, 1, 4, False, 0, 0, 0),
-        (4, 1, 5, 0, 5, False, 10, 7, 1),
-        (5, 0, 6, None, 6, False, 5, 0, 0),
+        (4, 1, 5, 0, 5, False, 0, 7, 1),
+        (5, 0, 6, None, 6, False, 0, 0, 0),
     ]
     only = _op_tree([_range(0, 0, 100, name=7), _range(1, 10, 40, name=7), _range(2, 10, 10)])
     assert [row["merged_into_parent"] for row in only] == [False, True, False]
@@ -58,6 +56,8 @@ def _sweep(ranges: list[dict]) -> list[tuple]:
     def key(value: int | None) -> float:
         return math.inf if value is None else value
 
+    ranges = [{**r, "end_ns": None if r["ts_ns"] is None or r["dur_ns"] is None else r["ts_ns"] + r["dur_ns"]}
+              for r in ranges]
     ordered = sorted(ranges, key=lambda r: (key(r["ts_ns"]), -key(r["end_ns"]) if r["end_ns"] is not None
                                             else math.inf, r["event_idx"]))
     n = len(ordered)
@@ -83,10 +83,9 @@ def _sweep(ranges: list[dict]) -> list[tuple]:
         merged = only and p is not None and ordered[p]["name_no"] == r["name_no"]
         children = [c for c in range(n) if parent[c] == i]
         inside = sum(max(0, min(key(ordered[c]["end_ns"]), r["end_ns"]) - ordered[c]["ts_ns"]) for c in children)
-        self_cpu = None if r["dur_ns"] is None else r["dur_ns"] - inside
         subtree = ordered[i:last_pos[i]]
         rows.append((r["event_idx"], depth[i], i + 1, None if p is None else ordered[p]["event_idx"], last_pos[i],
-                     merged, self_cpu, sum(s["device_ns"] for s in subtree), sum(s["kernel_count"] for s in subtree)))
+                     merged, inside, sum(s["device_ns"] for s in subtree), sum(s["kernel_count"] for s in subtree)))
     return rows
 
 
