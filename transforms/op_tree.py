@@ -16,7 +16,8 @@ Definitions (the rows a thread's ranges become):
   child before it, which is how the parent is carried: forward, per depth.
 - ``merged_into_parent``: an only child (a first child whose next range at its depth is a first child too, or
   none) of a parent with its name, in the torch tree, or between two operators (the child no ``ProfilerStep#``) in
-  tb_plugin's.
+  tb_plugin's: both anchors fold it into its parent (torch ``EventList._remove_dup_nodes``, tb_plugin
+  ``remove_dup_nodes``).
 - ``children_ns``: the time of its direct children inside it (an async op can end after the op that started it);
   ``device_total_ns`` and ``kernel_count``: the subtree's sums of what each node launched itself
   (``self_device_ns``, ``self_kernel_count``).
