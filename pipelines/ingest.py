@@ -283,10 +283,15 @@ def remove_files(lake: Lake, urls: list[str]) -> None:
     disk the folders they leave empty (object stores have no folders)."""
     if urls:
         lake.fs.rm(urls)
+    for folder in {posixpath.dirname(url) for url in urls}:
+        _remove_if_empty(lake, folder)  # other files of the run may be there
+
+
+def _remove_if_empty(lake: Lake, folder: str) -> None:
+    """Remove ``folder`` on a local disk if nothing is left in it (object stores have no folders to leave behind)."""
     if lake.local:
-        for folder in {posixpath.dirname(url) for url in urls}:
-            with contextlib.suppress(OSError):  # other files of the run are there
-                os.rmdir(folder)
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def _staged_run_url(lake: Lake, run_id: str, version: str) -> str:
@@ -313,6 +318,4 @@ def discard_staging(lake: Lake, run_id: str, version: str) -> None:
     url = staging_url(lake, run_id, version)
     if lake.fs.exists(url):
         lake.fs.rm(url, recursive=True)
-    if lake.local:  # object stores have no folders to leave behind
-        with contextlib.suppress(OSError):  # another version of the run is still staged there
-            os.rmdir(posixpath.dirname(url))
+    _remove_if_empty(lake, posixpath.dirname(url))  # another version of the run may still be staged there
