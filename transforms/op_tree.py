@@ -116,14 +116,13 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
     for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
         thread = slice(first, stop)
         links = link(event_idx[thread], start[thread], end[thread], has_length[thread], end_order[thread])
-        # Rows of this call: in input order (order), in the order of the result (parent, last_pos).
+        # Rows of this call: in input order (order), in the order of the result (parent).
         links["order"] += first
         links["parent"] = np.where(links["parent"] >= 0, links["parent"] + first, -1)
-        links["last_pos"] += first - 1
         for name in _LINK_PARTS:
             parts[name].append(links[name])
-    del start, end_order, has_length
-    order, pos, depth, last_row, parent, only_child = (np.concatenate(parts.pop(name)) for name in _LINK_PARTS)
+    del start, end_order, has_length  # link's inputs, freed before the result's arrays are made
+    order, pos, depth, last_pos, parent, only_child = (np.concatenate(parts.pop(name)) for name in _LINK_PARTS)
     value = {name: rows.field(name).to_numpy(zero_copy_only=False)[order] for name in (
         "name_no", "is_operator", "is_plain_operator", "torch_tree", "device_ns", "kernel_count")}
     event_idx, ts, end, end_missing = event_idx[order], ts[order], end[order], end_missing[order]
@@ -140,8 +139,9 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
     inside = np.maximum(0, np.where(end_missing[child], end[of], np.minimum(end[child], end[of])) - ts[child])
     children_ns = np.zeros(len(order), dtype=np.int64)
     np.add.at(children_ns, of, inside)
-    # Subtree sums: the subtree is the rows row .. last_row of the result, a difference of running sums.
-    subtree = np.arange(len(order)), last_row
+    # Subtree sums: a subtree is the rows of the result from its node's to last_pos's, a difference of running sums.
+    row = np.arange(len(order))
+    subtree = row, row + (last_pos - pos)
     device_total, kernel_total = (_range_sums(value[name], *subtree) for name in ("device_ns", "kernel_count"))
     linked = pa.StructArray.from_arrays(
         [
@@ -149,7 +149,7 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
             pa.array(depth, type=pa.int32()),
             pa.array(pos, type=pa.int32()),
             pa.array(np.where(has_parent, event_idx[parent], 0), mask=~has_parent),
-            pa.array(last_row - np.repeat(bounds[:-1], np.diff(bounds)) + 1, type=pa.int32()),
+            pa.array(last_pos, type=pa.int32()),
             pa.array(merged),
             pa.array(children_ns),
             pa.array(value["device_ns"]),
