@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +24,12 @@ from transforms.sql_functions import release_freed_memory
 log = logging.getLogger(__name__)
 
 PREVIEW_ROWS = 10
-# DuckDB's buffer for the models; beyond it they spill to disk. With Dagster's own ~200 MB, a 2 GB trace
-# ingests in under 1 GB.
+# DuckDB's buffer for the models; beyond it they spill to disk.
 MARTS_MEMORY_LIMIT = "600MB"
+# A model that runs out of that buffer is built again with this many times it. The models that call Python
+# functions hand each call whole threads, steps or slabs of time, held in memory, not spilled: on a 2 GB trace
+# (8.3 million events) int_op_nodes needs ~2.4 GB and int_tb_step_segments ~1.5 GB.
+OUT_OF_MEMORY_RETRY_FACTOR = 4
 # Models built at once (at most one per thread of the connection), each on a cursor of its own with its share of
 # the threads. DuckDB keeps two threads busy on only some models (a window over a few partitions runs on one): on 2
 # cores, two models of one thread each built the models of a 234 MB trace in 3.5 s, one of two threads at a time 4.3 s.
@@ -63,12 +69,62 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
+    """Build ``model``; raises RuntimeError naming its file, or DuckDB's OutOfMemoryException as it is."""
     try:
         con.execute(f"create or replace {model.materialized} {model.name} as {model.sql}").fetchall()
         if model.layer == "marts":
             _narrow_hugeints(con, model.name)
+    except duckdb.OutOfMemoryException:
+        raise
     except duckdb.Error as exc:
         raise RuntimeError(f"{model.path}: {exc}") from exc
+
+
+class _MemoryBudget:
+    """The database's memory limit, raised :data:`OUT_OF_MEMORY_RETRY_FACTOR` times while any model that ran out of
+    it builds again (on any worker), and set back once none does."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._cursor = con.cursor()  # its own: the setting is the database's, the workers' cursors are busy
+        # As DuckDB shows it ("572.2 MiB"), so set back to within a tenth of its unit.
+        self._limit, raised_bytes = self._cursor.execute(
+            "select current_setting('memory_limit'), parse_formatted_bytes(current_setting('memory_limit')) * $factor",
+            {"factor": OUT_OF_MEMORY_RETRY_FACTOR},
+        ).fetchone()
+        self._raised_limit = f"{raised_bytes >> 20}MiB"
+        self._lock = threading.Lock()
+        self._retrying = 0
+
+    @contextmanager
+    def raised(self) -> Iterator[str]:
+        """The raised limit, in force until the last model retrying under it leaves."""
+        with self._lock:
+            if not self._retrying:
+                self._cursor.execute(f"set memory_limit = '{self._raised_limit}'").fetchall()
+            self._retrying += 1
+        try:
+            yield self._raised_limit
+        finally:
+            with self._lock:
+                self._retrying -= 1
+                if not self._retrying:
+                    self._cursor.execute(f"set memory_limit = '{self._limit}'").fetchall()
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+def _create_within(budget: _MemoryBudget, con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
+    """Build ``model``, once more with a raised budget if it runs out of memory; raises RuntimeError naming its file."""
+    try:
+        _create(con, model)
+    except duckdb.OutOfMemoryException:
+        with budget.raised() as limit:
+            log.warning("%s: out of memory within the models' buffer; building it again with %s", model.path, limit)
+            try:
+                _create(con, model)
+            except duckdb.OutOfMemoryException as exc:
+                raise RuntimeError(f"{model.path}: out of memory with the buffer raised to {limit}: {exc}") from exc
 
 
 def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -107,8 +163,9 @@ def build_marts(
     """Build the selected marts (default: all) as tables of ``con``'s in-memory database, over the raw views of one
     run (:func:`register_run_tables`). Models run up to :data:`MODEL_WORKERS` at a time, the longest chains first, each
     as soon as what it reads is built; an intermediate is dropped once every model reading it has run. The marts
-    stay for the commit. A failing model raises RuntimeError naming its file; the models running beside it are
-    interrupted.
+    stay for the commit. A model that runs out of memory is built again with a larger buffer
+    (:data:`OUT_OF_MEMORY_RETRY_FACTOR`). A failing model raises RuntimeError naming its file; the models running
+    beside it are interrupted.
     """
     root = sql_root or default_sql_root()
     models = discover_models(root)
@@ -124,10 +181,11 @@ def build_marts(
     (threads,) = con.execute("select current_setting('threads')").fetchone()
     workers = min(MODEL_WORKERS, threads)
     cursors = [_worker_cursor(con) for _ in range(workers)]
+    budget = _MemoryBudget(con)
 
     def build(name: str, cursor: duckdb.DuckDBPyConnection) -> None:
         model = models[name]
-        _create(cursor, model)
+        _create_within(budget, cursor, model)
         release_freed_memory()
         if model.layer == "marts" and (select is None or name in select):
             results[name] = _summarize(cursor, model, root)
@@ -159,5 +217,6 @@ def build_marts(
     finally:
         for cursor in cursors + [c for _, c in running.values()]:
             cursor.close()
+        budget.close()
         con.execute(f"set threads = {threads}").fetchall()
     return [results[name] for name in order if name in results]

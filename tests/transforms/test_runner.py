@@ -1,5 +1,5 @@
-"""Models built two at a time (``build_marts``): each sees what it reads, intermediates go once read, and a failing
-model is named and stops the build."""
+"""Models built two at a time (``build_marts``): each sees what it reads, intermediates go once read, a model that
+runs out of memory builds again with a larger buffer, and a failing model is named and stops the build."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from transforms.runner import build_marts
+from transforms.runner import OUT_OF_MEMORY_RETRY_FACTOR, build_marts
 
 
 def _write_models(root: Path, models: dict[str, str]) -> Path:
@@ -53,6 +53,34 @@ def test_a_failing_model_is_named_and_stops_the_one_beside_it(tmp_path: Path) ->
         build_marts(con, sql_root=root)
     assert "slow" not in _tables(con)  # interrupted: it would be there had it run to its end
     assert con.execute("select current_setting('threads')").fetchone() == (2,)  # the connection is as it was
+
+
+def test_a_model_out_of_memory_builds_again_with_a_larger_buffer(tmp_path: Path) -> None:
+    # A list of a million BIGINTs is held whole (an aggregate state is not spilled): over a 16 MiB buffer, within 4x.
+    root = _write_models(tmp_path, {
+        "marts/listed.sql": "-- grain: run_id\nselect 'r' as run_id, len(list(range)) as n from range(1000000)",
+    })
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "16MiB"})
+    with pytest.raises(duckdb.OutOfMemoryException):
+        con.execute("select len(list(range)) from range(1000000)").fetchall()
+    assert OUT_OF_MEMORY_RETRY_FACTOR == 4
+
+    assert [(r.name, r.preview) for r in build_marts(con, sql_root=root)] == [("listed", [("r", 1000000)])]
+    assert _memory_limit(con) == "16.0 MiB"  # set back once built
+
+
+def test_a_model_out_of_memory_even_with_the_larger_buffer_is_named(tmp_path: Path) -> None:
+    root = _write_models(tmp_path, {
+        "marts/listed.sql": "-- grain: run_id\nselect 'r' as run_id, len(list(range)) as n from range(20000000)",
+    })
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "16MiB"})
+    with pytest.raises(RuntimeError, match=r"listed\.sql: out of memory with the buffer raised to 64MiB: Out of Memory Error"):
+        build_marts(con, sql_root=root)
+    assert _memory_limit(con) == "16.0 MiB"
+
+
+def _memory_limit(con: duckdb.DuckDBPyConnection) -> str:
+    return con.execute("select current_setting('memory_limit')").fetchone()[0]
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
