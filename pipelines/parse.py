@@ -319,6 +319,9 @@ class _EventLoader:
         part_bytes = {t: sum(p.stat().st_size for p in (self._parts / t).iterdir()) for t in _STAGE_QUERIES}
         tables = sorted(_STAGE_QUERIES, key=lambda t: -part_bytes[t])
         paths = [outdir / f"{table}.parquet" for table in tables]
+        # Row groups are then encoded on both threads, not in order on one (cpu_ops: 0.43 -> 0.23 s). The chunks'
+        # rowids, which number the events, are all taken by now; readers order by event_idx or time themselves.
+        self._con.execute("set preserve_insertion_order = false")
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
             list(pool.map(self._write_table, tables, paths, [params] * len(paths)))
         parsed.table_files.update(zip(tables, paths))
