@@ -8,13 +8,14 @@ from typing import Any
 
 import duckdb
 
-from pipelines.lake import LAYERS, Lake
+from pipelines.lake import ALIAS, LAYERS, Lake
 from transforms.catalog import SEARCH_PATH
 from transforms.run_scope import scope_to_run
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 MEMORY_LIMIT = os.environ.get("TRACELAKE_SQL_MEMORY_LIMIT", "4GB")
 TIME_LIMIT_S = float(os.environ.get("TRACELAKE_SQL_TIME_LIMIT_S", "600"))
+ATTEMPTS = 3  # a query is read again when a concurrent ingest deleted the files of the version it was reading
 
 
 def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
@@ -78,6 +79,7 @@ def run_query(
     """Run one read-only statement over the lake's latest snapshot; returns (column names, rows).
 
     With ``run``, the tables the query names by bare name hold only that run's rows, read from its own files.
+    A query whose files a concurrent ingest deleted (expiring the version read) is run again on the new version.
 
     Raises:
         ValueError: the query is not exactly one SELECT (or EXPLAIN of one).
@@ -85,18 +87,39 @@ def run_query(
         TimeoutError: it ran longer than ``TRACELAKE_SQL_TIME_LIMIT_S``.
     """
     lake = Lake(lake_url, options, catalog)
-    with lake.connect(read_only=True) as con:
-        if run is not None:  # before confining: the views are made from the catalog's own database
-            scope_to_run(con, run, duckdb.get_table_names(query))
-        confine(con, lake)
-        _check_read_only(con, query)
-        timer = threading.Timer(TIME_LIMIT_S, con.interrupt)
-        timer.start()
+    for attempt in range(1, ATTEMPTS + 1):
         try:
+            return _run_once(query, lake, run)
+        except _VersionExpired as expired:
+            if attempt == ATTEMPTS:
+                raise expired.__cause__ from None
+    raise AssertionError("unreachable")
+
+
+class _VersionExpired(Exception):
+    """A file the query read was deleted: a concurrent ingest committed and expired the version it was reading."""
+
+
+def _run_once(query: str, lake: Lake, run: str | None) -> tuple[list[str], list[tuple]]:
+    with lake.connect(read_only=True) as con:
+        seen = None  # the snapshot read
+        timer = threading.Timer(TIME_LIMIT_S, con.interrupt)
+        try:
+            if run is not None:  # before confining: the views are made from the catalog's own database
+                seen = scope_to_run(con, run, duckdb.get_table_names(query))
+            else:
+                (seen,) = con.execute(f"select id from {ALIAS}.current_snapshot()").fetchone()
+            confine(con, lake)
+            _check_read_only(con, query)
+            timer.start()
             cursor = con.execute(query)
-            rows = cursor.fetchall()
+            return [d[0] for d in cursor.description], cursor.fetchall()
         except duckdb.InterruptException as exc:
             raise TimeoutError(f"the query ran longer than {TIME_LIMIT_S:g} s (TRACELAKE_SQL_TIME_LIMIT_S)") from exc
+        except duckdb.IOException as exc:
+            (latest,) = con.execute(f"select id from {ALIAS}.current_snapshot()").fetchone()
+            if seen is None or latest > seen:
+                raise _VersionExpired from exc
+            raise
         finally:
             timer.cancel()
-        return [d[0] for d in cursor.description], rows

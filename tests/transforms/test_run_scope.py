@@ -7,7 +7,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import duckdb
 import pytest
@@ -16,7 +18,11 @@ from pipelines.lake import Lake
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
 from transforms.catalog import read_lake
+from tracelake import query
+from tracelake.query import run_query
+from transforms import report_files, run_scope
 from transforms.pipeline import ingest_run
+from transforms.report_files import write_run_report
 from transforms.run_scope import scope_to_run
 
 RUNS = ("simple_add", "rocm_mi250")
@@ -100,3 +106,56 @@ def test_sql_command_scoped_to_a_run(example_lake: Path) -> None:
     assert unknown.returncode == 2 and "no run 'no-such-run'" in unknown.stderr
     escape = sql("select * from read_csv('/etc/passwd')", "--run", run_id)
     assert escape.returncode != 0 and "root:" not in escape.stdout
+
+
+
+
+
+@pytest.fixture(params=["binding", "reading"])
+def reingest_during_read(
+    request: pytest.FixtureRequest, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[ModuleType], list[int]]:
+    """Arms a race for a reader module: another ingest of the run ``RUNS[0]`` commits after the reader's catalog query,
+    and its expiry deletes every file the query found, while the views bind (the race CI met) or before the reader
+    reads them. Returns the snapshots the reader's queries saw, appended as they happen."""
+    binding = request.param == "binding"
+    if binding and lake.catalog.kind == "sqlite":
+        pytest.skip("SQLite's lock keeps a writer from committing until the lookup's transaction ends")
+    (run,) = (run for run in discover_runs(str(Path(lake.url).parent / "traces")) if run.run_id == RUNS[0])
+
+    def arm(reader: ModuleType) -> list[int]:
+        module, name = (run_scope, "_run_tables") if binding else (reader, "scope_to_run")
+        look_up = getattr(module, name)
+        snapshots: list[int] = []
+
+        def then_reingest(*args, **kwargs):
+            found = look_up(*args, **kwargs)
+            snapshots.append(found[1] if binding else found)
+            if len(snapshots) == 1:
+                ingest_run(run, lake)  # a new version: new files; the ones just found are deleted
+            return found
+
+        monkeypatch.setattr(module, name, then_reingest)
+        return snapshots
+
+    return arm
+
+
+def test_a_report_reads_the_new_version_when_a_concurrent_ingest_deletes_its_files(
+    lake: Lake, reingest_during_read: Callable[[ModuleType], list[int]]
+) -> None:
+    snapshots = reingest_during_read(report_files)
+    url = write_run_report(lake, RUNS[0])
+    assert len(snapshots) == 2 and snapshots[1] > snapshots[0], snapshots
+    assert RUNS[0] in Path(url).read_text()
+
+
+def test_a_run_query_reads_the_new_version_when_a_concurrent_ingest_deletes_its_files(
+    lake: Lake, reingest_during_read: Callable[[ModuleType], list[int]]
+) -> None:
+    snapshots = reingest_during_read(query)
+    _, rows = run_query("select count(*) from kernels", lake.url, catalog=lake.catalog.target, run=RUNS[0])
+    assert len(snapshots) == 2 and snapshots[1] > snapshots[0], snapshots
+    with lake.connect(read_only=True) as con:
+        catalog_rows = con.execute("select count(*) from lake.raw.kernels where run_id = $run", {"run": RUNS[0]})
+        assert rows == catalog_rows.fetchall() != [(0,)]
