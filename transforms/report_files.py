@@ -6,6 +6,7 @@ A thin layer over :mod:`transforms.report`, which renders from tables alone; thi
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -17,7 +18,7 @@ from transforms.report import render_fleet_view, render_run_report
 from transforms.run_scope import scope_to_run
 
 EMBED_LIMIT_BYTES = 16 << 20  # traces up to this size ride inside the report for "Open in Perfetto"
-RENDER_ATTEMPTS = 5  # a run's report is read again when a concurrent ingest of the run replaced its files
+RENDER_ATTEMPTS = 5  # a page is read again when a concurrent ingest replaced the files it was reading
 
 
 def _trace_files(con: duckdb.DuckDBPyConnection, run_id: str, options: dict[str, Any] | None) -> dict[str, bytes]:
@@ -41,26 +42,32 @@ def _write(lake: Lake, name: str, html: str) -> str:
     return lake.url_of(posixpath.relpath(path, lake.root))
 
 
-def write_run_report(lake: Lake, run_id: str) -> str:
-    """Render the run's report from its committed tables into ``LAKE/reports/<run_id>.html``; returns its URL."""
+def _render(lake: Lake, render: Callable[[duckdb.DuckDBPyConnection], str]) -> str:
+    """``render`` on a fresh reading connection, again when another ingest committed meanwhile and deleted files it
+    found (in the catalog or through DuckLake's snapshot): the next reading sees the new version."""
     for attempt in range(1, RENDER_ATTEMPTS + 1):
         with read_lake(lake) as con:
             try:
-                # The run's own files, found by one catalog query, not DuckLake pruning every run's files per query:
-                # 0.78 -> 0.32 s for the 234 MB trace's report, and flat as the lake grows.
-                scope_to_run(con, run_id)
-                html = render_run_report(con, run_id, trace_files=_trace_files(con, run_id, lake.options))
-                break
+                return render(con)
             except duckdb.IOException:
-                # Another ingest of the run committed between the catalog query and a read (the views' binding
-                # included) and deleted the files found: read the new version.
                 if attempt == RENDER_ATTEMPTS:
                     raise
-    return _write(lake, f"{run_id}.html", html)
+    raise AssertionError("unreachable")
+
+
+def write_run_report(lake: Lake, run_id: str) -> str:
+    """Render the run's report from its committed tables into ``LAKE/reports/<run_id>.html``; returns its URL."""
+
+    def render(con: duckdb.DuckDBPyConnection) -> str:
+        # The run's own files, found by one catalog query, not DuckLake pruning every run's files per query:
+        # 0.78 -> 0.32 s for the 234 MB trace's report, and flat as the lake grows.
+        scope_to_run(con, run_id)
+        return render_run_report(con, run_id, trace_files=_trace_files(con, run_id, lake.options))
+
+    return _write(lake, f"{run_id}.html", _render(lake, render))
 
 
 def write_fleet_view(lake: Lake, *, baselines: dict[str, str] | None = None) -> str:
     """Render every run's trends into ``LAKE/reports/index.html``; returns its URL."""
-    with read_lake(lake) as con:
-        html = render_fleet_view(con, baselines=baselines)
+    html = _render(lake, lambda con: render_fleet_view(con, baselines=baselines))
     return _write(lake, "index.html", html)
