@@ -55,6 +55,24 @@ def _claim(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     con.execute(f"insert into {ALIAS}.{CLAIMS} values ($run_id, now())", {"run_id": run_id})
 
 
+class RunReplaced(RuntimeError):
+    """Another commit replaced the run's raw tables after the snapshot that what was to be committed was built on."""
+
+
+def _raw_replaced_since(con: duckdb.DuckDBPyConnection, run_id: str, snapshot: int) -> int | None:
+    """The first snapshot after ``snapshot`` that committed a new raw version of the run (a whole ingest, not a
+    rebuild of its marts), if any: the commit messages of the snapshots since, found by their key."""
+    rows = query_catalog(
+        con, "select snapshot_id, commit_extra_info from {m}ducklake_snapshot_changes "
+        "where snapshot_id > {snapshot} and author = 'tracelake' order by snapshot_id", snapshot=snapshot,
+    )
+    for snapshot_id, extra in rows:
+        info = orjson.loads(extra or "{}")
+        if info.get("run_id") == run_id and not info.get("marts_only"):
+            return int(snapshot_id)
+    return None
+
+
 def _is_retryable(exc: duckdb.Error) -> bool:
     message = str(exc).lower()
     return isinstance(exc, duckdb.TransactionException) or any(word in message for word in _RETRYABLE)
@@ -144,6 +162,7 @@ def replace_run(
     files: dict[str, list[str]] | None = None,
     clear: tuple[str, ...] = (),
     info: dict[str, object] | None = None,
+    built_on: int | None = None,
 ) -> RunCommit:
     """Make ``sources`` (``layer.table`` → a SELECT of the run's rows, without ``run_id``) and ``files``
     (``layer.table`` → Parquet files of the run's rows with ``run_id``, in :meth:`Lake.run_folder`) the
@@ -161,6 +180,12 @@ def replace_run(
             _claim(con, run_id)
             con.execute("begin")
             con.execute(f"delete from {ALIAS}.{CLAIMS} where run_id = $run_id", {"run_id": run_id})
+            # After the claim: a raw commit of the run that lands later conflicts with this one, which then looks again.
+            replaced = _raw_replaced_since(con, run_id, built_on) if built_on is not None else None
+            if replaced is not None:
+                con.execute("rollback")
+                raise RunReplaced(f"run {run_id!r} was ingested again (snapshot {replaced}) after snapshot {built_on}, "
+                                  "which what was to be committed was built on")
             existing = lake_tables(con)
             holding = tables_holding_run(con, run_id)
             adopted: set[str] = set()

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines.commit import RunCommit, expire_old_versions, replace_run
+from pipelines.commit import RunCommit, RunReplaced, expire_old_versions, replace_run
 from pipelines.identity import TraceFile
 from pipelines.ingest import (
     StagedRun, StagedTrace, discard_staging, new_version, place_for_commit, remove_files, stage_run_tables, stage_trace,
@@ -32,6 +32,8 @@ from pipelines.watch import fingerprint
 from transforms.runner import MARTS_MEMORY_LIMIT, MartResult, build_marts, register_run_tables
 
 log = logging.getLogger(__name__)
+
+REBUILD_ATTEMPTS = 3  # a rebuild of a run's marts starts again when an ingest of the run commits new raw tables
 
 ProgressCallback = Callable[[ParsedTrace, float], None]
 
@@ -104,14 +106,26 @@ def commit_staged_run(
 def rebuild_marts(
     lake: Lake, run_id: str, *, select: set[str] | None = None, settings: MartSettings | None = None
 ) -> CommittedRun:
-    """Build the marts again over the run's committed raw tables and commit them (the raw tables stay as they are)."""
+    """Build the marts again over the run's committed raw tables and commit them (the raw tables stay as they are).
+
+    A concurrent ingest of the run that commits new raw tables first makes these marts stale: they are built again
+    over the new ones (up to :data:`REBUILD_ATTEMPTS` times), never committed beside them.
+    """
     settings = settings or MartSettings()
-    with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
-        register_run_tables(con, run_id)
-        marts = build_marts(con, select=select)
-        commit = replace_run(con, run_id, _mart_sources(marts), info={"marts_only": True})
-        expire_old_versions(con, settings.retention)
-    return CommittedRun(None, marts, commit)
+    for attempt in range(1, REBUILD_ATTEMPTS + 1):
+        with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
+            built_on = register_run_tables(con, run_id)
+            marts = build_marts(con, select=select)
+            try:
+                commit = replace_run(con, run_id, _mart_sources(marts), info={"marts_only": True}, built_on=built_on)
+            except RunReplaced as exc:
+                if attempt == REBUILD_ATTEMPTS:
+                    raise
+                log.warning("%s; building its marts again", exc)
+                continue
+            expire_old_versions(con, settings.retention)
+        return CommittedRun(None, marts, commit)
+    raise AssertionError("unreachable")
 
 
 def stage_run(

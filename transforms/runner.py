@@ -47,18 +47,20 @@ class MartResult:
     checks: list[CheckResult]
 
 
-def register_run_tables(con: duckdb.DuckDBPyConnection, run_id: str, files: dict[str, list[str]] | None = None) -> None:
+def register_run_tables(
+    con: duckdb.DuckDBPyConnection, run_id: str, files: dict[str, list[str]] | None = None
+) -> int | None:
     """A view per raw table of ``run_id``, ``run_id`` first, seen by every cursor of ``con``: over its staged
     ``files`` (table → Parquet URLs), or, without them, over the run's committed files in the lake attached to
-    ``con`` (found in its catalog, not by listing every run's)."""
+    ``con`` (found in its catalog, not by listing every run's), and then returns the snapshot they are of."""
     if files is None:
-        scope_to_run(con, run_id, RAW_TABLES, temporary=False)
-        return
+        return scope_to_run(con, run_id, RAW_TABLES, temporary=False)
     for table in RAW_TABLES:
         if files.get(table):
             listed = "[" + ", ".join(sql_path(url) for url in files[table]) + "]"
             source = f"select * from read_parquet({listed}, union_by_name = true)"
             con.execute(f"create or replace view {table} as {source}").fetchall()
+    return None
 
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:

@@ -22,7 +22,8 @@ from pipelines.maintenance import run_history
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
 from transforms.catalog import open_lake
-from transforms.pipeline import MartSettings, ingest_run
+from transforms import pipeline
+from transforms.pipeline import MartSettings, ingest_run, rebuild_marts
 
 RUN = "job"
 
@@ -127,6 +128,31 @@ def test_a_kill_mid_ingest_leaves_the_previous_version_whole(tmp_path, versions)
     last = _ingest(versions["b"], lake, None)
     assert last.wait(timeout=300) == 0, last.stdout.read().decode()
     assert assert_one_whole_version(lake, None, names) == _trace_of(versions["b"])
+
+
+
+def test_a_rebuild_of_the_marts_never_lands_beside_a_newer_ingest(tmp_path, versions, catalog, monkeypatch) -> None:
+    """While a run's marts are rebuilt over version a, an ingest commits version b: the rebuild builds them again
+    over b instead of committing a's marts beside b's raw tables."""
+    lake = Lake(str(tmp_path / "lake"), catalog=catalog)
+    (run_a,), (run_b,) = discover_runs(str(versions["a"])), discover_runs(str(versions["b"]))
+    ingest_run(run_a, lake)
+    build = pipeline.build_marts
+    builds = []
+
+    def then_ingest_b(*args, **kwargs):
+        marts = build(*args, **kwargs)
+        builds.append(len(marts))
+        if len(builds) == 1:
+            ingest_run(run_b, lake)  # builds b's marts too: the second build
+        return marts
+
+    monkeypatch.setattr(pipeline, "build_marts", then_ingest_b)
+    rebuilt = rebuild_marts(lake, RUN)
+    assert len(builds) == 3 and rebuilt.commit.attempts == 1
+    assert assert_one_whole_version(Path(lake.url), catalog, {_trace_of(versions["b"])})
+    with lake.connect(read_only=True) as con:
+        assert [v.marts_only for v in run_history(con, RUN)][-1:] == [True]
 
 
 def test_direct_parquet_reads_equal_catalog_reads_after_reingests(tmp_path, versions) -> None:
