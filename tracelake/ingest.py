@@ -136,9 +136,8 @@ def ingest(
     """Ingest every run under ``source_url`` into ``lake_url``; returns the process exit code.
 
     With ``jobs`` above 1, that many runs are ingested at once, each in a worker process of its
-    own (Dagster's per-run work is mostly one thread, so a fleet of small traces goes ~1.5x faster
-    on two cores); each run's parse then gets its share of the cores. 0 when every trace landed
-    whole; 1 when any trace or run had an error (good traces still land).
+    own; each run's parse then gets its share of the cores (on two cores it no longer pays: README).
+    0 when every trace landed whole; 1 when any trace or run had an error (good traces still land).
     """
     runs = discover_runs(source_url, storage_options)
     traces = sum(len(r.traces) for r in runs)
