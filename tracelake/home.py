@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import event
@@ -40,6 +43,20 @@ def dagster_home() -> Path:
         partial.replace(config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+@contextlib.contextmanager
+def creating_storage(home: Path) -> Iterator[None]:
+    """Held while a process opens the instance of ``home``, one process at a time.
+
+    Dagster creates a new home's SQLite tables and stamps their schema version without a lock: two processes
+    opening a new home at once (concurrent ``tracelake ingest``, a sensor's first runs) can stamp two versions,
+    and every later open of that home then fails ("more than one head"). Opening an existing home takes ~0.2 s,
+    so the wait is short.
+    """
+    with open(home / ".instance.lock", "w") as lock:  # released when closed, by a killed process too
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @functools.cache  # one listener per home, however often the instance is made

@@ -26,7 +26,7 @@ from pipelines.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
-from tracelake.home import dagster_home, skip_history_fsync
+from tracelake.home import creating_storage, dagster_home, skip_history_fsync
 from transforms.report_files import write_fleet_view
 from transforms.docs import first_sentence
 from transforms.units import plural
@@ -49,8 +49,10 @@ class _ErrorCounter(logging.Handler):
 def instance() -> dg.DagsterInstance:
     """The persistent instance under DAGSTER_HOME, by default ``~/.tracelake/dagster`` (so ``tracelake ui`` shows
     the runs). One per process: creating it costs ~0.5 s."""
-    skip_history_fsync(dagster_home())
-    return dg.DagsterInstance.get()
+    home = dagster_home()
+    skip_history_fsync(home)
+    with creating_storage(home):
+        return dg.DagsterInstance.get()
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,6 @@ def ingest(
     target = _Target(source_url, lake.url, catalog or "", parallelism=max(parallelism, jobs))
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:
-        instance()  # creates a new home's storage here: workers racing to create its tables fail
         spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's and Dagster's threads' locks
         with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=_start_worker) as pool:
             outcomes = list(pool.map(_ingest_run, [target] * len(runs), runs, positions))

@@ -52,7 +52,7 @@ def catalog(request: pytest.FixtureRequest) -> str | None:
 def _ingest(source: Path, lake: Path, catalog: str | None, **popen) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake)]
     command += ["--catalog", catalog] if catalog else []
-    env = {**os.environ, "DAGSTER_HOME": ""}
+    env = {**os.environ, "DAGSTER_HOME": str(lake.parent / "dagster")}  # new for each test: opened by all at once
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, **popen)
 
 

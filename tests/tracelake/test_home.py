@@ -4,6 +4,9 @@ and SQLite files that commit without fsync."""
 
 import os
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -154,3 +157,26 @@ def test_pooled_connections_stay_few_and_hold_no_lock_between_uses(tmp_path: Pat
             other.close()
         assert dg.materialize([tiny], instance=instance, partition_key="p0").success  # and writing goes on
         assert len(instance.fetch_materializations(dg.AssetKey("tiny"), limit=100).records) == runs + 1
+
+
+OPEN_AT = """
+import sys, time
+from tracelake.ingest import instance
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # every process opens the new home at the same moment
+instance().get_runs()
+"""
+
+
+def test_processes_opening_a_new_home_at_once_all_succeed_and_leave_it_whole(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    start = f"{time.time() + 8:.3f}"  # after every process has imported Dagster
+    openers = [subprocess.Popen([sys.executable, "-c", OPEN_AT, start], env=env, stderr=subprocess.PIPE, text=True)
+               for _ in range(4)]
+    errors = [opener.communicate(timeout=120)[1] for opener in openers]
+    assert [opener.returncode for opener in openers] == [0] * 4, "\n".join(errors)
+    for database in home.rglob("*.db"):  # one schema version stamped each, or every later open fails
+        with sqlite3.connect(database) as con:
+            assert len(con.execute("select * from alembic_version").fetchall()) == 1, database
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_runs() == []
