@@ -175,9 +175,16 @@ def replace_run(
     """
     message = orjson.dumps({"run_id": run_id, **(info or {})}, default=str).decode()
     files = files or {}
+    claimed = False
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            _claim(con, run_id)
+            # Once, not per attempt: a claim inserted while another writer's transaction is open makes that one
+            # start again, so writers that all claimed again on each attempt kept failing one another (seen: 30
+            # attempts lost by three writers of one run). Once claimed, a run committed since conflicts through
+            # its committed files, which each commit deletes.
+            if not claimed:
+                _claim(con, run_id)
+                claimed = True
             con.execute("begin")
             con.execute(f"delete from {ALIAS}.{CLAIMS} where run_id = $run_id", {"run_id": run_id})
             # After the claim: a raw commit of the run that lands later conflicts with this one, which then looks again.
