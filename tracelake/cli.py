@@ -128,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return _run(args)
-    except Exception as exc:  # no lake, storage failures (no bucket, bad credentials, endpoint down): one line
+    # No lake, a Dagster home that won't open, storage failures (no bucket, bad credentials, endpoint down): one line.
+    except Exception as exc:
         from pipelines.lake import LakeError
         from pipelines.storage import describe_error, is_storage_error
+        from tracelake.home import HomeError
 
-        if not isinstance(exc, LakeError) and not is_storage_error(exc):
+        if not isinstance(exc, (LakeError, HomeError)) and not is_storage_error(exc):
             raise
         print(f"tracelake {args.command}: {describe_error(exc) if is_storage_error(exc) else exc}", file=sys.stderr)
         return 2

@@ -27,6 +27,10 @@ event_log_storage:
 """
 
 
+class HomeError(RuntimeError):
+    """The Dagster home cannot be opened; the message names it and what to do."""
+
+
 def dagster_home() -> Path:
     """``$DAGSTER_HOME`` when set, else ``~/.tracelake/dagster``, created and exported so Dagster finds it.
 
@@ -56,7 +60,14 @@ def creating_storage(home: Path) -> Iterator[None]:
     """
     with open(home / ".instance.lock", "w") as lock:  # released when closed, by a killed process too
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        try:
+            yield
+        except Exception as exc:
+            raise HomeError(
+                f"cannot open the Dagster home {home} (DAGSTER_HOME, where ingests record their runs): "
+                f"{str(exc).strip().splitlines()[0]}. The lake does not depend on it: move the home aside (it holds "
+                "the run history shown by 'tracelake ui') or point DAGSTER_HOME elsewhere, and ingest again."
+            ) from exc
 
 
 @functools.cache  # one listener per home, however often the instance is made

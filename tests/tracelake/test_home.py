@@ -180,3 +180,18 @@ def test_processes_opening_a_new_home_at_once_all_succeed_and_leave_it_whole(tmp
             assert len(con.execute("select * from alembic_version").fetchall()) == 1, database
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_runs() == []
+
+
+def test_a_home_that_will_not_open_is_one_line_naming_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.DagsterInstance.from_config(str(home)):
+        pass
+    with sqlite3.connect(home / "history" / "runs.db") as con:  # as concurrent first opens left it before the lock
+        con.execute("insert into alembic_version values ('5771160a95ad')")
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    done = run_tracelake("ingest", str(EXAMPLE_TRACES / "simple_add"), "--lake", str(tmp_path / "lake"), env=env)
+    assert done.code == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"tracelake ingest: cannot open the Dagster home {home} ")
+    assert "more than one head" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
