@@ -50,13 +50,13 @@ def dagster_home() -> Path:
 
 
 @contextlib.contextmanager
-def creating_storage(home: Path) -> Iterator[None]:
-    """Held while a process opens the instance of ``home``, one process at a time.
+def opening_instance(home: Path) -> Iterator[None]:
+    """Held while a process opens the instance of ``home``, one process at a time; a failure to open it becomes a
+    :class:`HomeError` naming the home.
 
     Dagster creates a new home's SQLite tables and stamps their schema version without a lock: two processes
-    opening a new home at once (concurrent ``tracelake ingest``, a sensor's first runs) can stamp two versions,
-    and every later open of that home then fails ("more than one head"). Opening an existing home takes ~0.2 s,
-    so the wait is short.
+    opening a new home at once (concurrent ``tracelake ingest``) can stamp two versions, and every later open of
+    that home then fails ("more than one head"). Opening an existing home takes ~0.2 s, so the wait is short.
     """
     with open(home / ".instance.lock", "w") as lock:  # released when closed, by a killed process too
         fcntl.flock(lock, fcntl.LOCK_EX)

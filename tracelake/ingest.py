@@ -26,7 +26,7 @@ from pipelines.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
-from tracelake.home import creating_storage, dagster_home, skip_history_fsync
+from tracelake.home import dagster_home, opening_instance, skip_history_fsync
 from transforms.report_files import write_fleet_view
 from transforms.docs import first_sentence
 from transforms.units import plural
@@ -51,7 +51,7 @@ def instance() -> dg.DagsterInstance:
     the runs). One per process: creating it costs ~0.5 s."""
     home = dagster_home()
     skip_history_fsync(home)
-    with creating_storage(home):
+    with opening_instance(home):
         return dg.DagsterInstance.get()
 
 
