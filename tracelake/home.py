@@ -63,9 +63,10 @@ def opening_instance(home: Path) -> Iterator[None]:
         try:
             yield
         except Exception as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # Dagster's first line, or the kind
             raise HomeError(
                 f"cannot open the Dagster home {home} (DAGSTER_HOME, where ingests record their runs): "
-                f"{str(exc).strip().splitlines()[0]}. The lake does not depend on it: move the home aside (it holds "
+                f"{reason}. The lake does not depend on it: move the home aside (it holds "
                 "the run history shown by 'tracelake ui') or point DAGSTER_HOME elsewhere, and ingest again."
             ) from exc
 
