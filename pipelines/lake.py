@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote, urlsplit
 import duckdb
 
 from pipelines.extensions import extension_connection
-from pipelines.rows import sql_path
+from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
 from pipelines.storage import HTTP_TIMEOUT_S, filesystem, full_url, is_local, storage_options_for
 
 LAYERS = ("raw", "marts")
@@ -85,6 +85,18 @@ def query_catalog(
     if native:
         query = f"from {native}_query('{METADATA}', {sql_path(query)})"
     return con.execute(query).fetchall()
+
+
+def _set_file_options(con: duckdb.DuckDBPyConnection) -> None:
+    """Have DuckLake write the lake's files (the marts) as the parse writes the raw tables' (:mod:`pipelines.rows`).
+
+    Options live in the catalog: set once, and on a lake made before they were (its older files stay as they are)."""
+    wanted = {"parquet_version": str(PARQUET_VERSION), "parquet_compression": PARQUET_COMPRESSION}
+    have = dict(con.execute(f"select option_name, value from {ALIAS}.options() where scope = 'GLOBAL'").fetchall())
+    have["parquet_version"] = have.get("parquet_version", "").removeprefix("V")  # set as 2, shown as V2
+    for name, value in wanted.items():
+        if have.get(name) != value:
+            con.execute(f"call {ALIAS}.set_option($name, $value)", {"name": name, "value": value})
 
 
 def _racing_creation(exc: duckdb.Error) -> bool:
@@ -258,6 +270,7 @@ class Lake:
                         for layer in LAYERS:
                             con.execute(f"create schema if not exists {ALIAS}.{layer}")
                         self._index_catalog(con)
+                        _set_file_options(con)
                     break
                 except duckdb.Error as exc:
                     # First writers of a new server catalog race to create its tables and schemas: the loser

@@ -14,6 +14,14 @@ from typing import Any
 
 import duckdb
 
+# How the lake's data files are written, by the parse and by DuckLake (the lake's options, :mod:`pipelines.lake`):
+# Parquet 2.0 encodings (delta-packed integers such as times and event numbers, delta-length strings) and zstd.
+# Against 1.0's plain and dictionary pages, the raw tables of a 234 MB trace take 3.3 MB instead of 8.3 MB, are
+# written faster, and read faster: its models built in 3.0 s instead of 3.3 s.
+PARQUET_VERSION = 2
+PARQUET_COMPRESSION = "zstd"
+PARQUET_FORMAT = f"format parquet, compression {PARQUET_COMPRESSION}, parquet_version v{PARQUET_VERSION}"
+
 
 @functools.cache
 def _shared_database() -> duckdb.DuckDBPyConnection:
@@ -44,4 +52,4 @@ def rows_query(columns: dict[str, str]) -> str:
 def write_rows(path: Path, columns: dict[str, str], rows: list[dict[str, Any]]) -> None:
     """Write ``rows`` to ``path`` with ``columns`` (name → DuckDB type)."""
     with small_statements() as con:
-        con.execute(f"copy ({rows_query(columns)}) to {sql_path(path)} (format parquet)", {"rows": rows}).fetchall()
+        con.execute(f"copy ({rows_query(columns)}) to {sql_path(path)} ({PARQUET_FORMAT})", {"rows": rows}).fetchall()
