@@ -157,16 +157,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.command in ("runs", "tables"):
         return _run_browse_command(args)
     if args.command == "ingest":
-        from tracelake.ingest import ingest
+        from tracelake.startup import heavy_imports
 
-        # The objects the imports left live as long as the process: frozen, full collections during
-        # the run skip them (about 0.2 s at 234 MB). Unfrozen after, for callers that go on.
-        gc.freeze()
+        with heavy_imports():
+            from tracelake.ingest import ingest
         try:
             return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
                           catalog=args.catalog, parallelism=args.parallelism, jobs=args.jobs)
         finally:
-            gc.unfreeze()
+            gc.unfreeze()  # for callers that go on
     if args.command == "sql":
         from tracelake.output import write_result
         from tracelake.query import run_query

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
-import gc
 import logging
 import multiprocessing
 import os
@@ -27,6 +25,7 @@ from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
 from tracelake.home import dagster_home, opening_instance, skip_history_fsync
+from tracelake.startup import start_worker
 from transforms.report_files import write_fleet_view
 from transforms.docs import first_sentence
 from transforms.units import plural
@@ -119,13 +118,6 @@ def _why(evaluation: dg.AssetCheckEvaluation) -> str:
     return f"{first_sentence(evaluation.description or '')} [{count}; first: {sample}]"
 
 
-def _start_worker() -> None:
-    # As the command line does: objects alive since the imports are skipped by full collections.
-    # Unfrozen at exit, so that teardown collects them (DuckDB's bindings report what it cannot as leaks).
-    gc.freeze()
-    atexit.register(gc.unfreeze)
-
-
 def ingest(
     source_url: str,
     lake_url: str,
@@ -157,7 +149,7 @@ def ingest(
     positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
     if jobs > 1 and len(runs) > 1:
         spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's and Dagster's threads' locks
-        with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=_start_worker) as pool:
+        with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=start_worker) as pool:
             outcomes = list(pool.map(_ingest_run, [target] * len(runs), runs, positions))
     else:
         outcomes = [_ingest_run(target, run, position) for run, position in zip(runs, positions, strict=True)]

@@ -1,0 +1,34 @@
+"""How an ingesting process takes its heavy imports (Dagster, the assets, DuckDB, altair): once, without the
+garbage collector's passes over them.
+
+The imports leave about a million objects that live as long as the process. The cyclic collections that run while
+they are made free almost none (175 objects) and took 0.3-0.6 s of the ~2 s they take; frozen after, the full
+collections of the run skip them too (about 0.2 s at 234 MB).
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def heavy_imports() -> Iterator[None]:
+    """Collection off while the block imports; what it imported is frozen after (see :func:`gc.freeze`)."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+    gc.freeze()
+
+
+def start_worker() -> None:
+    """Initializer of the ``--jobs`` worker processes: the ingest's imports, as the command line takes them.
+
+    Unfrozen at exit, so that teardown collects them (DuckDB's bindings report what it cannot as leaks)."""
+    with heavy_imports():
+        import tracelake.ingest  # noqa: F401
+    atexit.register(gc.unfreeze)
