@@ -64,14 +64,16 @@ class IngestSettingsResource(dg.ConfigurableResource):
     """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
 
     def mart_settings(self) -> MartSettings:
-        """The settings of the step that builds and commits the marts."""
-        return MartSettings(memory_limit=self.marts_memory_limit)
+        """The settings of the step that builds and commits the marts: as a parse step, its share of the cores."""
+        return MartSettings(memory_limit=self.marts_memory_limit, threads=self._threads())
+
+    def _threads(self) -> int:
+        return max(1, (os.cpu_count() or 1) // max(1, self.parallelism))
 
     def parse_settings(self) -> ParseSettings:
         """The pipelines-level settings of one parse step."""
-        threads = max(1, (os.cpu_count() or 1) // max(1, self.parallelism))
         return ParseSettings(chunk_bytes=self.chunk_mb << 20, max_event_bytes=self.max_event_mb << 20,
-                             memory_limit=self.memory_limit, threads=threads)
+                             memory_limit=self.memory_limit, threads=self._threads())
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
