@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 import orjson
 
+from pipelines.cores import available_cores
 from pipelines.lake import Lake
 from pipelines.parse import ParseSettings
 from transforms.pipeline import MartSettings
@@ -64,13 +65,11 @@ class IngestSettingsResource(dg.ConfigurableResource):
     """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
 
     def mart_settings(self) -> MartSettings:
-        """The settings of the step that builds and commits the marts: beside other steps, its share of the cores
-        (as a parse step); alone, DuckDB's own count."""
-        threads = self._threads() if self.parallelism > 1 else None
-        return MartSettings(memory_limit=self.marts_memory_limit, threads=threads)
+        """The settings of the step that builds and commits the marts: as a parse step, its share of the cores."""
+        return MartSettings(memory_limit=self.marts_memory_limit, threads=self._threads())
 
     def _threads(self) -> int:
-        return max(1, (os.cpu_count() or 1) // max(1, self.parallelism))
+        return max(1, available_cores() // max(1, self.parallelism))
 
     def parse_settings(self) -> ParseSettings:
         """The pipelines-level settings of one parse step."""

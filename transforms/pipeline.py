@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from pipelines.commit import RunCommit, RunReplaced, expire_old_versions, replace_run
+from pipelines.cores import available_cores
 from pipelines.identity import TraceFile
 from pipelines.ingest import (
     StagedRun, StagedTrace, discard_staging, new_version, place_for_commit, remove_files, stage_run_tables, stage_trace,
@@ -139,8 +140,8 @@ def stage_run(
     progress: ProgressCallback | None = None,
 ) -> StagedRun:
     """Stage every trace of ``run`` on a thread pool, then the run's own tables."""
-    workers = max(1, min(parallelism or os.cpu_count() or 1, len(run.traces) or 1))
-    settings = replace(settings or ParseSettings(), threads=max(1, (os.cpu_count() or 1) // workers))
+    workers = max(1, min(parallelism or available_cores(), len(run.traces) or 1))
+    settings = replace(settings or ParseSettings(), threads=max(1, available_cores() // workers))
     version = version or new_version()
 
     def stage(trace: TraceFile) -> StagedTrace:

@@ -1,0 +1,18 @@
+"""How many cores this process may use."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import duckdb
+
+
+@functools.cache
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity, and a container's CPU quota as DuckDB reads it (from the
+    cgroup), both of which ``os.cpu_count()`` ignores: a parse on a 4-CPU pod of a 64-core node would otherwise
+    start 64 chunk tasks at once."""
+    with duckdb.connect() as con:
+        (quota,) = con.execute("select current_setting('threads')").fetchone()
+    return max(1, min(int(quota), len(os.sched_getaffinity(0))))
