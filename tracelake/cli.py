@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="ingest every trace under SOURCE into the lake and build every table")
     ingest.add_argument("source", help="local folder or fsspec URL (s3://bucket/prefix) holding one folder per run")
-    ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse gets cores/N DuckDB threads "
+    ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse decodes cores/N chunks at once "
                         "(default 1: in-process, one trace after another with every core)")
     ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a process of its own "
                         "(default 1); for many small traces, the number of cores")
