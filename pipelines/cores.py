@@ -15,4 +15,5 @@ def available_cores() -> int:
     start 64 chunk tasks at once."""
     with duckdb.connect() as con:
         (quota,) = con.execute("select current_setting('threads')").fetchone()
-    return max(1, min(int(quota), len(os.sched_getaffinity(0))))
+    pinned = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else int(quota)  # Linux only
+    return max(1, min(int(quota), pinned))

@@ -2,7 +2,7 @@
 garbage collector's passes over them.
 
 The imports leave about a million objects that live as long as the process. The cyclic collections that run while
-they are made free almost none (175 objects) and took 0.3-0.6 s of the ~2 s they take; frozen after, the full
+they are made free almost none (175 objects) and took 0.4-1.2 s more than the imports' ~1.5 s; frozen after, the full
 collections of the run skip them too (about 0.2 s at 234 MB).
 """
 
