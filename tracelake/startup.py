@@ -16,12 +16,15 @@ from contextlib import contextmanager
 
 @contextmanager
 def heavy_imports() -> Iterator[None]:
-    """Collection off while the block imports; what it imported is frozen after (see :func:`gc.freeze`)."""
+    """Collection off while the block imports, and as it was after; what it imported is frozen after (see
+    :func:`gc.freeze`)."""
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.enable()
+        if was_enabled:
+            gc.enable()
     gc.freeze()
 
 
