@@ -27,6 +27,7 @@ from pipelines.storage import redact
 from tracelake.home import dagster_home, opening_instance, skip_history_fsync
 from tracelake.startup import start_worker
 from transforms.report_files import write_fleet_view
+from transforms.svg_renderer import start_helper
 from transforms.docs import first_sentence
 from transforms.units import plural
 
@@ -133,6 +134,7 @@ def ingest(
     own; each run's parse then gets its share of the cores (on two cores it no longer pays: README).
     0 when every trace landed whole; 1 when any trace or run had an error (good traces still land).
     """
+    start_helper()  # the charts' engine boots while a core is idle (transforms.svg_renderer)
     runs = discover_runs(source_url, storage_options)
     traces = sum(len(r.traces) for r in runs)
     if not runs:

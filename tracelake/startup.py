@@ -13,6 +13,8 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from transforms.svg_renderer import start_helper
+
 
 @contextmanager
 def heavy_imports() -> Iterator[None]:
@@ -31,7 +33,9 @@ def heavy_imports() -> Iterator[None]:
 def start_worker() -> None:
     """Initializer of the ``--jobs`` worker processes: the ingest's imports, as the command line takes them.
 
-    Unfrozen at exit, so that teardown collects them (DuckDB's bindings report what it cannot as leaks)."""
+    Unfrozen at exit, so that teardown collects them (DuckDB's bindings report what it cannot as leaks). Each
+    worker renders its runs' reports through a chart helper of its own (:mod:`transforms.svg_renderer`)."""
     with heavy_imports():
         import tracelake.ingest  # noqa: F401
     atexit.register(gc.unfreeze)
+    start_helper()

@@ -1,4 +1,5 @@
-"""Charts for reports and notebooks: Vega-Lite specs (altair) rendered offline to SVG (vl-convert).
+"""Charts for reports and notebooks: Vega-Lite specs (altair) rendered offline to SVG (vl-convert, through
+:mod:`transforms.svg_renderer`).
 
 Every chart colours a category the same way (:data:`CATEGORY_COLORS`), titles both axes with their unit, and
 puts a value in one unit chosen for the chart (µs/ms/s, KiB/MiB/GiB). Hovering a mark shows its full label
@@ -14,8 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import vl_convert
-
+from transforms.svg_renderer import vegalite_to_svg
 from transforms.units import duration_unit, format_bytes, format_ns, format_ratio, size_unit
 
 
@@ -171,7 +171,7 @@ _LABELLED_MARK = re.compile(r'<(path|rect|line|circle|text)\b([^>]*?)\baria-labe
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
     """The chart as a standalone SVG string, rendered offline; each mark's description becomes its hover title."""
-    svg = vl_convert.vegalite_to_svg(chart.to_dict())
+    svg = vegalite_to_svg(chart.to_dict())
 
     def titled(match: re.Match[str]) -> str:
         tag, before, label, after, closed = match.groups()

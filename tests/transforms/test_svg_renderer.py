@@ -1,0 +1,73 @@
+"""Charts render through the helper process as they would in-process; a helper that dies leaves rendering in-process."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import vl_convert
+
+from transforms import charts, svg_renderer
+
+ROWS = [{"name": "ampere_sgemm_128x64_nn", "value_ns": 3_500_000}, {"name": "ncclKernel_AllReduce", "value_ns": 1_200}]
+
+
+def _helpers() -> list[int]:
+    """This process's children running the helper module."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            ppid = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("PPid:"))
+            command = (status.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, StopIteration):  # exited while listed
+            continue
+        if ppid == os.getpid() and svg_renderer.__name__.encode() in command:
+            found.append(int(status.parent.name))
+    return found
+
+
+@pytest.fixture
+def helper() -> Iterator[int]:
+    """A helper started for the test, its pid; stopped after."""
+    already = set(_helpers())
+    svg_renderer.start_helper()
+    (pid,) = set(_helpers()) - already or set(_helpers())
+    yield pid
+    if svg_renderer._helper is not None:
+        svg_renderer._helper.close()
+        svg_renderer._helper = None
+
+
+def test_the_helper_renders_what_vl_convert_renders_in_process(helper: int) -> None:
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    assert svg_renderer.vegalite_to_svg(spec) == vl_convert.vegalite_to_svg(spec)
+    assert helper in _helpers()  # it stays for the next chart
+    svg = charts.to_svg(charts.ranked_time_bars(ROWS, value_title="GPU time"))
+    assert "<title>#1 ampere_sgemm_128x64_nn: 3.5 ms</title>" in svg
+
+
+def test_a_spec_vl_convert_refuses_raises_its_error(helper: int) -> None:
+    with pytest.raises(ValueError, match="Invalid field type"):
+        svg_renderer.vegalite_to_svg({"mark": "bar", "encoding": {"x": {"field": "a", "type": "nonsense"}}})
+    assert helper in _helpers()  # a bad spec does not cost the helper
+
+
+def test_charts_render_in_process_once_the_helper_is_gone(helper: int, caplog: pytest.LogCaptureFixture) -> None:
+    os.kill(helper, signal.SIGKILL)
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    with caplog.at_level(logging.WARNING, logger=svg_renderer.__name__):
+        assert svg_renderer.vegalite_to_svg(spec) == vl_convert.vegalite_to_svg(spec)
+        assert svg_renderer.vegalite_to_svg(spec) == vl_convert.vegalite_to_svg(spec)
+    assert [r.getMessage() for r in caplog.records] == [
+        "the chart helper exited (code -9); rendering charts in this process"
+    ]  # said once, then in-process without asking it again
+
+
+def test_the_helper_exits_when_its_parent_closes_the_pipe(helper: int) -> None:
+    assert svg_renderer._helper is not None
+    svg_renderer._helper.close()
+    assert helper not in _helpers()
