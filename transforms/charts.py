@@ -141,25 +141,28 @@ def time_series(
     return chart.properties(width=WIDTH, height=220)
 
 
-def run_metric_trend(rows: Sequence[dict[str, Any]], *, title: str, unit: str) -> alt.LayerChart:
-    """One metric of a job's runs over time (``when`` ISO time, ``v``, hover text ``desc``), regressions
-    (``regressed``) in red."""
-    base = alt.Chart(alt.Data(values=list(rows))).encode(
+def run_metric_trends(rows: Sequence[dict[str, Any]], *, metrics: Sequence[str]) -> alt.FacetChart:
+    """A job's runs over time, one panel per metric (``metric``, its title with the unit; panels in ``metrics``
+    order, two a row), each with a y scale of its own: ``when`` ISO time, ``v``, hover text ``desc``,
+    regressions (``regressed``) in red.
+
+    One faceted chart, not a chart per metric laid out in a grid: altair copies and validates each part of a
+    layout, and vl-convert lays each out, 0.25 s a job against 0.11 s."""
+    base = alt.Chart().encode(
         x=alt.X("when:T", title="run started (UTC)", axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30)),
-        y=alt.Y("v:Q", title=f"{title} ({unit})"),
+        y=alt.Y("v:Q", title=None),
         description=alt.Description("desc:N"),
     )
-    return alt.layer(
+    panel = alt.layer(
         base.mark_line(color="#888"),
         base.mark_point(filled=True, size=70).encode(
             color=alt.Color("regressed:N", title="regression", scale=alt.Scale(
                 domain=["no", "yes"], range=[CATEGORY_COLORS["kernel"], REGRESSION_COLOR]))),
-    ).properties(width=280, height=160, title=title)
-
-
-def grid(parts: Sequence[alt.TopLevelMixin], *, columns: int) -> alt.VConcatChart:
-    """Charts in rows of ``columns``."""
-    return alt.vconcat(*[alt.hconcat(*parts[i : i + columns]) for i in range(0, len(parts), columns)])
+        data=alt.Data(values=list(rows)),
+    ).properties(width=280, height=160)
+    header = alt.Header(title=None, labelFontSize=12, labelFontWeight="bold")
+    return panel.facet(facet=alt.Facet("metric:N", sort=list(metrics), header=header), columns=2).resolve_scale(
+        y="independent")
 
 
 def _short(name: str, limit: int = 48) -> str:

@@ -499,7 +499,7 @@ def _change_text(kind: str, change: float | None) -> str:
 
 
 def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
-    trends = []
+    points, metrics = [], []
     for key, title, kind, _ in FLEET_METRICS:
         values = [r[key] for r in runs if r[key] is not None]
         if not values:
@@ -510,16 +510,15 @@ def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
             unit, scale = size_unit(max(values))
         else:
             unit, scale = "%", 0.01
-        trends.append(charts.run_metric_trend([
-            {"run_id": r["run_id"], "v": r[key] / scale,
+        metrics.append(f"{title} ({unit})")
+        points += [
+            {"metric": metrics[-1], "run_id": r["run_id"], "v": r[key] / scale,
              "desc": f"{r['run_id']}: {format_value(key, r[key])} ({_change_text(kind, r[f'{key}_change'])} "
                      f"vs {r['baseline'] or 'no baseline'})",
              "regressed": "yes" if title in r["regressions"] else "no",
              "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
-            for r in runs if r[key] is not None and r["first_ts_ns"] is not None], title=title, unit=unit))
-    chart = ""
-    if trends:
-        chart = _chart(charts.grid(trends, columns=2))
+            for r in runs if r[key] is not None and r["first_ts_ns"] is not None]
+    chart = _chart(charts.run_metric_trends(points, metrics=metrics)) if points else ""
     table_rows = []
     for r in reversed(runs):  # newest first
         row = dict(r)
