@@ -58,15 +58,25 @@ host_events as (
     from runtime_calls
 ),
 
--- The events starting inside a step, as HTA clips one annotation instance (steps do not overlap).
+-- Each step's stretch of the trace: from its start to the next step's start, so that the stretches are disjoint.
+step_stretches as (
+    select
+        run_id, trace_id, step, ts_ns, end_ns,
+        lead(ts_ns, 1, 9223372036854775807) over (partition by run_id, trace_id order by ts_ns, step) as next_ns
+    from steps
+),
+
+-- The events starting inside a step, as HTA clips one annotation instance: those of the step that started last
+-- before them (a range join over the disjoint stretches; an ASOF join sorted every host event).
 step_host as materialized (
     select steps.step, hash(host_events.trace_id, steps.step, 'thread', host_events.pid, host_events.tid) as lane,
         host_events.*
     from host_events
-    asof join steps
+    join step_stretches as steps
         on host_events.run_id = steps.run_id
         and host_events.trace_id = steps.trace_id
         and host_events.ts_ns >= steps.ts_ns
+        and host_events.ts_ns < steps.next_ns
     where host_events.ts_ns <= steps.end_ns and host_events.dur_ns > 0
 ),
 
