@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from transforms.svg_renderer import vegalite_to_svg
+from transforms.svg_renderer import PendingSvg
 from transforms.units import duration_unit, format_bytes, format_ns, format_ratio, size_unit
 
 
@@ -172,10 +172,18 @@ def _short(name: str, limit: int = 48) -> str:
 _LABELLED_MARK = re.compile(r'<(path|rect|line|circle|text)\b([^>]*?)\baria-label="([^"]*)"([^>]*?)(/?)>')
 
 
+def svg_later(chart: alt.TopLevelMixin) -> Callable[[], str]:
+    """:func:`to_svg`, rendering while the caller goes on: call the result for the SVG."""
+    pending = PendingSvg(chart.to_dict())
+    return lambda: _titled(pending.result())
+
+
 def to_svg(chart: alt.TopLevelMixin) -> str:
     """The chart as a standalone SVG string, rendered offline; each mark's description becomes its hover title."""
-    svg = vegalite_to_svg(chart.to_dict())
+    return svg_later(chart)()
 
+
+def _titled(svg: str) -> str:
     def titled(match: re.Match[str]) -> str:
         tag, before, label, after, closed = match.groups()
         if 'role="graphics-symbol"' not in before + after:  # axes and legends: their labels are already visible

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -115,8 +116,23 @@ def _device(device: int | None) -> str:
     return "CPU" if device is None or device < 0 else f"GPU{device}"
 
 
-def _chart(chart: Any) -> str:
-    return f'<div class="chart">{charts.to_svg(chart)}</div>'
+class _Charts:
+    """A page's charts, each rendering (:func:`transforms.charts.svg_later`) while the page's next queries run;
+    the page holds a slot for each until :meth:`place` puts the SVGs in. A slot is an HTML comment, which no
+    escaped text can make."""
+
+    def __init__(self) -> None:
+        self._svgs: list[Callable[[], str]] = []
+
+    def slot(self, chart: Any) -> str:
+        self._svgs.append(charts.svg_later(chart))
+        return f'<div class="chart"><!--chart {len(self._svgs) - 1}--></div>'
+
+    def place(self, html: str) -> str:
+        return _CHART_SLOT.sub(lambda slot: self._svgs[int(slot.group(1))](), html)
+
+
+_CHART_SLOT = re.compile(r"<!--chart (\d+)-->")
 
 
 def _missing(text: str) -> str:
@@ -204,7 +220,9 @@ def _has_steps(t: _Tables, run_id: str) -> bool:
     return t.has("steps") and bool(t.rows("select 1 from steps where run_id = $run_id limit 1", run_id=run_id))
 
 
-def _per_rank_bars(t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool) -> str:
+def _per_rank_bars(
+    t: _Tables, page: _Charts, run_id: str, table: str, parts: Sequence[str], has_steps: bool
+) -> str:
     """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep)."""
     select = ", ".join(f"avg({p}_ns) as {p}" for p in parts)
     rows = t.rows(f"select rank, count(*) as steps, {select} from {table} where run_id = $run_id "
@@ -215,7 +233,7 @@ def _per_rank_bars(t: _Tables, run_id: str, table: str, parts: Sequence[str], ha
     value_title = "mean time per step" if has_steps else "time over the whole trace"
     note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
                                  "the bar is the whole trace window, not a step.</p>")
-    return note + _chart(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
+    return note + page.slot(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
 
 
 def _run_start(t: _Tables, run_id: str) -> int | None:
@@ -230,7 +248,7 @@ def _series_label(rank: int, device: int | None, trace_id: str, traces_per_rank:
     return f"{label} ({trace_id})" if traces_per_rank > 1 else label
 
 
-def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
+def _gpu_utilization(t: _Tables, page: _Charts, run_id: str, start: int | None) -> str | None:
     if not t.has("gpu_utilization_timeline"):
         return None
     rows = t.rows("""
@@ -254,10 +272,10 @@ def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
                                        ("gpu_utilization_ratio", "GPU utilization"),
                                        ("est_sm_efficiency_ratio", "est. SM efficiency"),
                                        ("est_achieved_occupancy_ratio", "est. achieved occupancy")])
-    return _chart(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
+    return page.slot(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
 
 
-def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
+def _memory(t: _Tables, page: _Charts, run_id: str, start: int | None) -> str | None:
     if not t.has("memory_timeline"):
         return None
     rows = t.rows(f"""
@@ -294,10 +312,10 @@ def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
         table = html_table(peak_rows, [("rank", "rank"), ("trace_id", "trace"), ("device_label", "device"),
                                        ("peak_allocated_bytes", "peak allocated"),
                                        ("peak_reserved_bytes", "peak reserved"), ("peak_step", "in step")])
-    return _chart(charts.time_series(points, y_title="allocated", y_kind="bytes", peaks=peaks)) + table
+    return page.slot(charts.time_series(points, y_title="allocated", y_kind="bytes", peaks=peaks)) + table
 
 
-def _top_kernels(t: _Tables, run_id: str) -> str | None:
+def _top_kernels(t: _Tables, page: _Charts, run_id: str) -> str | None:
     if not t.has("kernel_stats"):
         return None
     rows = t.rows(f"""
@@ -311,7 +329,7 @@ def _top_kernels(t: _Tables, run_id: str) -> str | None:
         r["rank_no"] = f"#{i}"
     chart = charts.ranked_time_bars([{"name": r["name"], "value_ns": r["total_ns"]} for r in rows],
                                     value_title="total GPU time")
-    return _chart(chart) + html_table(rows, [("rank_no", "#"), ("name", "kernel"), ("kernel_type", "type"),
+    return page.slot(chart) + html_table(rows, [("rank_no", "#"), ("name", "kernel"), ("kernel_type", "type"),
                                              ("calls", "calls"), ("total_ns", "total"), ("mean_ns", "mean")])
 
 
@@ -382,7 +400,7 @@ def run_report_sections(
 ) -> list[Section]:
     """The report's sections in reading order, each present only when its table exists (and, for the newer
     analyses, has rows for the run)."""
-    t = _Tables(con)
+    t, page = _Tables(con), _Charts()
     has_steps = _has_steps(t, run_id)
     start = _run_start(t, run_id)
     parts: list[tuple[str, str, str | None]] = [
@@ -390,18 +408,18 @@ def run_report_sections(
         ("Stragglers", "stragglers", _stragglers(t, run_id)),
         ("Run", "run", _summary(t, run_id)),
         ("Step time per rank" if has_steps else "Time per rank (no steps)", "steps",
-         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
+         _per_rank_bars(t, page, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
         ("Computation and communication overlap per rank", "overlap",
-         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
+         _per_rank_bars(t, page, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
          if t.has("comm_overlap_by_step") else None),
-        ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
-        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start)),
-        (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id)),
+        ("GPU utilization over time", "gpu", _gpu_utilization(t, page, run_id, start)),
+        ("Memory allocated over time, with peaks", "memory", _memory(t, page, run_id, start)),
+        (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, page, run_id)),
         (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id)),
         (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id)),
         ("Traces", "traces", _traces(t, run_id, trace_files or {})),
     ]
-    return [Section(title, body, anchor) for title, anchor, body in parts if body is not None]
+    return [Section(title, page.place(body), anchor) for title, anchor, body in parts if body is not None]
 
 
 def _page(title: str, subtitle: str, sections: Sequence[Section], *, script: str = "") -> str:
@@ -498,7 +516,7 @@ def _change_text(kind: str, change: float | None) -> str:
     return f"{100 * change:+.1f} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
 
 
-def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
+def _fleet_job(page: _Charts, runs: list[dict[str, Any]]) -> str:
     points, metrics = [], []
     for key, title, kind, _ in FLEET_METRICS:
         values = [r[key] for r in runs if r[key] is not None]
@@ -518,7 +536,7 @@ def _fleet_job(job: str, runs: list[dict[str, Any]]) -> str:
              "regressed": "yes" if title in r["regressions"] else "no",
              "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
             for r in runs if r[key] is not None and r["first_ts_ns"] is not None]
-    chart = _chart(charts.run_metric_trends(points, metrics=metrics)) if points else ""
+    chart = page.slot(charts.run_metric_trends(points, metrics=metrics)) if points else ""
     table_rows = []
     for r in reversed(runs):  # newest first
         row = dict(r)
@@ -547,7 +565,7 @@ def render_fleet_view(
 ) -> str:
     """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory), each run's
     change against its baseline (the job's previous run, or ``baselines[job]``), regressions flagged."""
-    t = _Tables(con)
+    t, page = _Tables(con), _Charts()
     runs = fleet_runs(t)
     for run in runs:
         run["job"] = job_of(run["run_id"])
@@ -556,8 +574,9 @@ def render_fleet_view(
     for run in runs:
         jobs.setdefault(run["job"], []).append(run)
     regressed = sum(1 for r in runs if r["regressions"])
-    sections = [Section(f"{job} ({plural(len(job_runs), 'run')})", _fleet_job(job, job_runs), f"job-{i}")
-                for i, (job, job_runs) in enumerate(sorted(jobs.items()))]
+    bodies = {job: _fleet_job(page, job_runs) for job, job_runs in sorted(jobs.items())}  # charts render meanwhile
+    sections = [Section(f"{job} ({plural(len(jobs[job]), 'run')})", page.place(body), f"job-{i}")
+                for i, (job, body) in enumerate(bodies.items())]
     subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')}; "
                 f"{plural(regressed, 'run')} with a regression of more than {format_ratio(threshold_ratio)} "
                 "against its baseline")

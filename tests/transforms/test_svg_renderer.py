@@ -30,6 +30,10 @@ def _helpers() -> list[int]:
     return found
 
 
+def _render(spec: dict[str, object]) -> str:
+    return svg_renderer.PendingSvg(spec).result()
+
+
 @pytest.fixture
 def helper() -> Iterator[int]:
     """A helper started for the test, its pid; stopped after."""
@@ -44,7 +48,7 @@ def helper() -> Iterator[int]:
 
 def test_the_helper_renders_what_vl_convert_renders_in_process(helper: int) -> None:
     spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
-    assert svg_renderer.vegalite_to_svg(spec) == vl_convert.vegalite_to_svg(spec)
+    assert _render(spec) == vl_convert.vegalite_to_svg(spec)
     assert helper in _helpers()  # it stays for the next chart
     svg = charts.to_svg(charts.ranked_time_bars(ROWS, value_title="GPU time"))
     assert "<title>#1 ampere_sgemm_128x64_nn: 3.5 ms</title>" in svg
@@ -52,7 +56,7 @@ def test_the_helper_renders_what_vl_convert_renders_in_process(helper: int) -> N
 
 def test_a_spec_vl_convert_refuses_raises_its_error(helper: int) -> None:
     with pytest.raises(ValueError, match="Invalid field type"):
-        svg_renderer.vegalite_to_svg({"mark": "bar", "encoding": {"x": {"field": "a", "type": "nonsense"}}})
+        _render({"mark": "bar", "encoding": {"x": {"field": "a", "type": "nonsense"}}})
     assert helper in _helpers()  # a bad spec does not cost the helper
 
 
@@ -60,8 +64,8 @@ def test_charts_render_in_process_once_the_helper_is_gone(helper: int, caplog: p
     os.kill(helper, signal.SIGKILL)
     spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
     with caplog.at_level(logging.WARNING, logger=svg_renderer.__name__):
-        assert svg_renderer.vegalite_to_svg(spec) == vl_convert.vegalite_to_svg(spec)
-        assert svg_renderer.vegalite_to_svg(spec) == vl_convert.vegalite_to_svg(spec)
+        assert _render(spec) == vl_convert.vegalite_to_svg(spec)
+        assert _render(spec) == vl_convert.vegalite_to_svg(spec)
     assert [r.getMessage() for r in caplog.records] == [
         "the chart helper exited (code -9); rendering charts in this process"
     ]  # said once, then in-process without asking it again
@@ -71,3 +75,18 @@ def test_the_helper_exits_when_its_parent_closes_the_pipe(helper: int) -> None:
     assert svg_renderer._helper is not None
     svg_renderer._helper.close()
     assert helper not in _helpers()
+
+
+def test_specs_sent_at_once_get_their_own_replies_in_order(helper: int) -> None:
+    # A spec larger than a pipe's 64 KiB, sent while the helper renders the one before, and a refused one between.
+    big = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    for row in big["data"]["values"]:
+        row["unused"] = "x" * 60_000
+    refused = {"mark": "bar", "encoding": {"x": {"field": "a", "type": "nonsense"}}}
+    small = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    assert len(str(big)) > 100_000
+    pending = [svg_renderer.PendingSvg(spec) for spec in (small, big, refused, small)]
+    assert pending[0].result() == pending[3].result() == vl_convert.vegalite_to_svg(small)
+    assert pending[1].result() == vl_convert.vegalite_to_svg(big)
+    with pytest.raises(ValueError, match="Invalid field type"):
+        pending[2].result()
