@@ -1,4 +1,4 @@
-"""How an ingesting process takes its heavy imports (Dagster, the assets, DuckDB, altair): once, without the
+"""How an ingesting process takes its heavy imports (Dagster, the assets, DuckDB): once, without the
 garbage collector's passes over them.
 
 The imports leave about a million objects that live as long as the process. The cyclic collections that run while
