@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -98,11 +99,24 @@ _helper: _Helper | None = None
 
 
 def start_helper() -> None:
-    """Start this process's helper, unless it has one running."""
+    """Start this process's helper, unless it has one running; where none can start, charts render in-process."""
     global _helper
     if _helper is None or _helper.gone:
-        _helper = _Helper()
+        try:
+            _helper = _Helper()
+        except OSError as exc:  # no interpreter to start (an embedded Python), or no processes left
+            log.warning("cannot start the chart helper (%s); rendering charts in this process", exc)
+            return
         atexit.register(_helper.close)
+
+
+def _forget_helper() -> None:
+    global _helper
+    _helper = None
+
+
+# A forked child shares the parent's pipes: its specs and the parent's would interleave. It renders in-process.
+os.register_at_fork(after_in_child=_forget_helper)
 
 
 class PendingSvg:

@@ -90,3 +90,14 @@ def test_specs_sent_at_once_get_their_own_replies_in_order(helper: int) -> None:
     assert pending[1].result() == vl_convert.vegalite_to_svg(big)
     with pytest.raises(ValueError, match="Invalid field type"):
         pending[2].result()
+
+
+def test_a_forked_child_leaves_the_parents_helper_alone(helper: int) -> None:
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    child = os.fork()
+    if child == 0:  # the child would render in-process (not here: V8 does not survive a fork of its threads)
+        os._exit(0 if svg_renderer._helper is None else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _render(spec) == vl_convert.vegalite_to_svg(spec)  # the parent's helper still answers in order
+    assert helper in _helpers()
