@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -32,6 +34,18 @@ def _step_processes() -> dict[str, set[str]]:
         }
 
 
+def _marked_processes(mark: str) -> list[int]:
+    """Processes alive with ``mark`` in their environment (what an ingest started inherits it)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:  # exited while listed, or not ours to read
+            continue
+    return found
+
+
 def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path, monkeypatch) -> None:
     source = example_lake.parent / "traces"  # the runs the one-at-a-time fixture ingested
     runs = sorted(p.name for p in source.iterdir())
@@ -39,9 +53,16 @@ def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path
     home = tmp_path / "dagster_home"  # a persistent instance, so the runs' records outlive the workers
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    done = tracelake("ingest", str(source), "--lake", str(tmp_path / "lake"), "--jobs", "2", env=dict(os.environ))
+    mark = f"tracelake-test-{uuid.uuid4()}"
+    env = dict(os.environ, TRACELAKE_TEST_MARK=mark)
+    done = tracelake("ingest", str(source), "--lake", str(tmp_path / "lake"), "--jobs", "2", env=env)
 
     assert done.code == 0, done.stdout + done.stderr
+    # The chart helpers (the command's and each worker's) exit with the processes that started them.
+    deadline = time.monotonic() + 10
+    while _marked_processes(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _marked_processes(mark) == []
     lines = done.stdout.splitlines()
     started = sorted(line.split()[2].rstrip(":") for line in lines if line.startswith("["))
     assert started == runs
