@@ -66,14 +66,17 @@ class _Helper:
 
     def _read_replies(self) -> None:
         stdout: IO[bytes] = self._process.stdout  # type: ignore[assignment]
-        for line in stdout:
-            reply = json.loads(line)
-            with self._lock:
-                waiting = self._waiting.popleft()
-            if "error" in reply:
-                waiting.set_exception(ValueError(reply["error"]))
-            else:
-                waiting.set_result(reply["svg"])
+        try:
+            for line in stdout:
+                reply = json.loads(line)
+                with self._lock:
+                    waiting = self._waiting.popleft()
+                if "error" in reply:
+                    waiting.set_exception(ValueError(reply["error"]))
+                else:
+                    waiting.set_result(reply["svg"])
+        except (ValueError, IndexError, KeyError):  # a line that is no reply to a spec sent: trust it no more
+            self._process.kill()
         code = self._process.wait()
         with self._lock:
             self.gone = True
@@ -137,6 +140,8 @@ class PendingSvg:
 
 
 def _serve() -> None:
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")  # the pipe to the parent carries replies only:
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever else prints goes to stderr
     import vl_convert
 
     vl_convert.vegalite_to_svg(_WARM_UP)
@@ -145,8 +150,8 @@ def _serve() -> None:
             reply = {"svg": vl_convert.vegalite_to_svg(json.loads(line))}
         except ValueError as exc:  # what vl-convert raises for a spec it cannot render
             reply = {"error": str(exc)}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
 
 
 if __name__ == "__main__":

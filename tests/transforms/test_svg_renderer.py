@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,3 +104,18 @@ def test_a_forked_child_leaves_the_parents_helper_alone(helper: int) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     assert _render(spec) == vl_convert.vegalite_to_svg(spec)  # the parent's helper still answers in order
     assert helper in _helpers()
+
+
+def test_what_the_helper_prints_besides_replies_goes_to_its_stderr() -> None:
+    # The helper's own process, driven by hand: a stray print must not land between the replies on its stdout.
+    probe = (
+        "import runpy, vl_convert; render = vl_convert.vegalite_to_svg; "
+        "vl_convert.vegalite_to_svg = lambda spec: (print('stray'), render(spec))[1]; "
+        f"runpy.run_module('{svg_renderer.__name__}', run_name='__main__')"
+    )
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(spec) + "\n", capture_output=True,
+                          text=True, timeout=120, check=True)
+    (reply,) = done.stdout.splitlines()
+    assert json.loads(reply)["svg"] == vl_convert.vegalite_to_svg(spec)
+    assert done.stderr.split() == ["stray", "stray"]  # the warm-up's and the spec's
