@@ -34,9 +34,11 @@ class _Helper:
     """One helper process: a spec per line on its stdin, a JSON reply per line on its stdout, in order."""
 
     def __init__(self) -> None:
-        # It exits when its stdin closes, so a parent that dies takes it along.
+        # It exits when its stdin closes, so a parent that dies takes it along. Run as a script (needing only the
+        # standard library and vl_convert), whatever makes this package importable here (a checkout's working
+        # folder, an editable install, a wheel); -P keeps this module's folder off its sys.path.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-P", os.path.abspath(__file__)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         self._writing = threading.Lock()
         self._lock = threading.Lock()  # over what waits and whether it is gone

@@ -28,7 +28,7 @@ def _helpers() -> list[int]:
             command = (status.parent / "cmdline").read_bytes().split(b"\0")
         except (OSError, StopIteration):  # exited while listed
             continue
-        if ppid == os.getpid() and svg_renderer.__name__.encode() in command:
+        if ppid == os.getpid() and os.path.abspath(svg_renderer.__file__).encode() in command:
             found.append(int(status.parent.name))
     return found
 
