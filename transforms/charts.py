@@ -1,8 +1,9 @@
 """Charts for reports and notebooks: Vega-Lite specs (altair) rendered offline to SVG (vl-convert, through
 :mod:`transforms.svg_renderer`).
 
-Every chart colours a category the same way (:data:`CATEGORY_COLORS`), titles both axes with their unit, and
-puts a value in one unit chosen for the chart (µs/ms/s, KiB/MiB/GiB). Hovering a mark shows its full label
+Every chart colours a category the same way (:data:`CATEGORY_COLORS`), titles both axes with their unit (the
+panels of a faceted chart name theirs in their header), and puts a value in one unit chosen for the chart
+(µs/ms/s, KiB/MiB/GiB). Hovering a mark shows its full label
 and value: each mark's Vega-Lite ``description`` (its SVG ``aria-label``) becomes a ``<title>``, which browsers
 show as a tooltip.
 """
