@@ -145,7 +145,11 @@ def entry() -> NoReturn:
 
     Teardown runs several full garbage collections over the million objects Dagster's import
     leaves, about 0.5 s after every command; by then every file is closed, so only the standard
-    streams and logging need flushing."""
+    streams and logging need flushing. The process runs the command and no more, so it leaves
+    pandas out (:func:`tracelake.startup.leave_out_pandas`)."""
+    from tracelake.startup import leave_out_pandas
+
+    leave_out_pandas()
     code = main()
     logging.shutdown()
     sys.stdout.flush()
