@@ -45,8 +45,8 @@ def leave_out_pandas() -> None:
 
     DuckDB imports pandas before it binds any parameter, wherever pandas is installed (duckdb#18658: to recognise
     its values): 0.2-0.3 s and ~50 MB in every command, which no tracelake command uses. pandas comes with the
-    reference tools (the test extras) or a user's notebook stack, not with tracelake; DuckDB, pyarrow, Dagster,
-    polars and altair all run without it. Only for processes that run tracelake's commands and end with them."""
+    reference tools (the test extras) or a user's notebook stack, not with tracelake; DuckDB, pyarrow, Dagster
+    and polars all run without it. Only for processes that run tracelake's commands and end with them."""
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _PandasLeftOut())
 

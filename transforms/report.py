@@ -124,7 +124,7 @@ class _Charts:
     def __init__(self) -> None:
         self._svgs: list[Callable[[], str]] = []
 
-    def slot(self, chart: Any) -> str:
+    def slot(self, chart: charts.Spec) -> str:
         self._svgs.append(charts.svg_later(chart))
         return f'<div class="chart"><!--chart {len(self._svgs) - 1}--></div>'
 

@@ -14,6 +14,7 @@ import duckdb
 from pipelines.lake import Lake
 from pipelines.storage import filesystem
 from transforms.catalog import read_lake
+from transforms.report import render_fleet_view, render_run_report
 from transforms.run_scope import scope_to_run
 
 EMBED_LIMIT_BYTES = 16 << 20  # traces up to this size ride inside the report for "Open in Perfetto"
@@ -57,10 +58,6 @@ def _render(lake: Lake, render: Callable[[duckdb.DuckDBPyConnection], str]) -> s
 def write_run_report(lake: Lake, run_id: str) -> str:
     """Render the run's report from its committed tables into ``LAKE/reports/<run_id>.html``; returns its URL."""
 
-    # Imported on first use: the charts' altair and its schemas (~45 MB) stay out of the models' peak, which an
-    # ingest reaches before its report.
-    from transforms.report import render_run_report
-
     def render(con: duckdb.DuckDBPyConnection) -> str:
         # The run's own files, found by one catalog query, not DuckLake pruning every run's files per query:
         # 0.78 -> 0.32 s for the 234 MB trace's report, and flat as the lake grows.
@@ -72,7 +69,5 @@ def write_run_report(lake: Lake, run_id: str) -> str:
 
 def write_fleet_view(lake: Lake, *, baselines: dict[str, str] | None = None) -> str:
     """Render every run's trends into ``LAKE/reports/index.html``; returns its URL."""
-    from transforms.report import render_fleet_view  # on first use, as in write_run_report
-
     html = _render(lake, lambda con: render_fleet_view(con, baselines=baselines))
     return _write(lake, "index.html", html)

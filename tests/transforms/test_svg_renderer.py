@@ -50,7 +50,7 @@ def helper() -> Iterator[int]:
 
 
 def test_the_helper_renders_what_vl_convert_renders_in_process(helper: int) -> None:
-    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time")
     assert _render(spec) == vl_convert.vegalite_to_svg(spec)
     assert helper in _helpers()  # it stays for the next chart
     svg = charts.to_svg(charts.ranked_time_bars(ROWS, value_title="GPU time"))
@@ -65,7 +65,7 @@ def test_a_spec_vl_convert_refuses_raises_its_error(helper: int) -> None:
 
 def test_charts_render_in_process_once_the_helper_is_gone(helper: int, caplog: pytest.LogCaptureFixture) -> None:
     os.kill(helper, signal.SIGKILL)
-    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time")
     with caplog.at_level(logging.WARNING, logger=svg_renderer.__name__):
         assert _render(spec) == vl_convert.vegalite_to_svg(spec)
         assert _render(spec) == vl_convert.vegalite_to_svg(spec)
@@ -82,11 +82,11 @@ def test_the_helper_exits_when_its_parent_closes_the_pipe(helper: int) -> None:
 
 def test_specs_sent_at_once_get_their_own_replies_in_order(helper: int) -> None:
     # A spec larger than a pipe's 64 KiB, sent while the helper renders the one before, and a refused one between.
-    big = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    big = charts.ranked_time_bars(ROWS, value_title="GPU time")
     for row in big["data"]["values"]:
         row["unused"] = "x" * 60_000
     refused = {"mark": "bar", "encoding": {"x": {"field": "a", "type": "nonsense"}}}
-    small = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    small = charts.ranked_time_bars(ROWS, value_title="GPU time")
     assert len(str(big)) > 100_000
     pending = [svg_renderer.PendingSvg(spec) for spec in (small, big, refused, small)]
     assert pending[0].result() == pending[3].result() == vl_convert.vegalite_to_svg(small)
@@ -96,7 +96,7 @@ def test_specs_sent_at_once_get_their_own_replies_in_order(helper: int) -> None:
 
 
 def test_a_forked_child_leaves_the_parents_helper_alone(helper: int) -> None:
-    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time")
     child = os.fork()
     if child == 0:  # the child would render in-process (not here: V8 does not survive a fork of its threads)
         os._exit(0 if svg_renderer._helper is None else 1)
@@ -113,7 +113,7 @@ def test_what_the_helper_prints_besides_replies_goes_to_its_stderr() -> None:
         "vl_convert.vegalite_to_svg = lambda spec: (print('stray'), render(spec))[1]; "
         f"runpy.run_module('{svg_renderer.__name__}', run_name='__main__')"
     )
-    spec = charts.ranked_time_bars(ROWS, value_title="GPU time").to_dict()
+    spec = charts.ranked_time_bars(ROWS, value_title="GPU time")
     done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(spec) + "\n", capture_output=True,
                           text=True, timeout=120, check=True)
     (reply,) = done.stdout.splitlines()
