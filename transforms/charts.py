@@ -42,12 +42,16 @@ CATEGORY_COLORS: dict[str, str] = {
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 WIDTH = 640  # plot width in px: the page is 960 px wide, labels take the rest
 REGRESSION_COLOR = "#e15759"
-_DESCRIPTION = {"field": "desc", "type": "nominal"}  # each mark's hover text (see the module's docstring)
 
 
 def _chart(data: list[dict[str, Any]], **spec: Any) -> Spec:
     """A top-level specification over inline ``data``."""
     return {"$schema": SCHEMA, "data": {"values": data}, **spec}
+
+
+def _description() -> Spec:
+    """Each mark's hover text (see the module's docstring): a dict of its own per chart, which callers may change."""
+    return {"field": "desc", "type": "nominal"}
 
 
 def _category_scale(categories: Sequence[str]) -> Spec:
@@ -74,7 +78,7 @@ def stacked_time_bars(rows: Sequence[dict[str, Any]], *, label_title: str, value
         "color": {"field": "category", "type": "nominal", "title": "category", "scale": _category_scale(categories),
                   "sort": categories},
         "order": {"field": "order", "type": "quantitative"},
-        "description": _DESCRIPTION,
+        "description": _description(),
     }, width=WIDTH, height={"step": 22})
 
 
@@ -88,7 +92,7 @@ def ranked_time_bars(rows: Sequence[dict[str, Any]], *, value_title: str) -> Spe
     return _chart(values, mark={"type": "bar", "color": CATEGORY_COLORS["kernel"]}, encoding={
         "y": {"field": "key", "type": "nominal", "title": None, "sort": None, "axis": {"labelLimit": 0}},
         "x": {"field": "value", "type": "quantitative", "title": title},
-        "description": _DESCRIPTION,
+        "description": _description(),
     }, width=WIDTH - 120, height={"step": 20})
 
 
@@ -122,14 +126,14 @@ def time_series(
     color = {"field": "series", "type": "nominal", "title": None, "sort": series,
              "scale": {"domain": series, "range": list(SERIES_COLORS[: len(series)])}}
     lines = {"mark": {"type": "line", "interpolate": "step-after"},
-             "encoding": {"x": x, "y": y, "color": color, "description": _DESCRIPTION}}
+             "encoding": {"x": x, "y": y, "color": color, "description": _description()}}
     if not peaks:
         return _chart(points(rows), **lines, width=WIDTH, height=220)
     marks = {"values": points(peaks)}
     return {"$schema": SCHEMA, "layer": [
         {"data": {"values": points(rows)}, **lines},
         {"data": marks, "mark": {"type": "point", "filled": True, "size": 60, "color": REGRESSION_COLOR},
-         "encoding": {"x": x, "y": y, "description": _DESCRIPTION}},
+         "encoding": {"x": x, "y": y, "description": _description()}},
         {"data": marks, "mark": {"type": "text", "align": "left", "dx": 6, "dy": -8, "fontSize": 11},
          "encoding": {"x": x, "y": y, "text": {"field": "label", "type": "nominal"}}},
     ], "width": WIDTH, "height": 220}
@@ -146,7 +150,7 @@ def run_metric_trends(rows: Sequence[dict[str, Any]], *, metrics: Sequence[str])
         "x": {"field": "when", "type": "temporal", "title": "run started (UTC)",
               "axis": {"format": "%Y-%m-%d %H:%M", "labelAngle": -30}},
         "y": {"field": "v", "type": "quantitative", "title": None},
-        "description": _DESCRIPTION,
+        "description": _description(),
     }
     regressed = {"field": "regressed", "type": "nominal", "title": "regression",
                  "scale": {"domain": ["no", "yes"], "range": [CATEGORY_COLORS["kernel"], REGRESSION_COLOR]}}
