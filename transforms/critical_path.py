@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from transforms.sql_functions import replace_function
+from transforms.sql_functions import replace_function, single_array
 
 # Category codes of the mart's bound_by, in this order (the mart's `categories` CTE names them).
 CATEGORY_COUNT = 5
@@ -191,7 +191,7 @@ def _split_rows(
     of the host chains (category cpu) and the device nodes."""
     columns = (host_lane, host_event_idx, host_ts_ns, host_end_ns, host_blocking, node, lane, pos, chain_weight,
                chain_category, src, dst, weight, category)
-    lists = [column.combine_chunks() for column in columns]
+    lists = [single_array(column) for column in columns]
     out = []
     for row in range(len(lists[0])):
         arrays = [column[row].values.to_numpy(zero_copy_only=False) for column in lists]

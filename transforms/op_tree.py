@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.sql_functions import replace_function
+from transforms.sql_functions import replace_function, single_array
 
 FUNCTION = "op_tree"
 # The fields of each range handed in (SQL struct order), and of each linked range handed back.
@@ -99,7 +99,7 @@ def link(
 def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
     """:func:`link` over each row of ``ranges`` (one list of :data:`RANGE` per thread), as one list of
     :data:`LINKED` per row, with each node's figures."""
-    lists = ranges.combine_chunks()
+    lists = single_array(ranges)
     rows = lists.flatten()
     bounds = np.concatenate(([0], np.cumsum(pc.list_value_length(lists).fill_null(0).to_numpy())))
     ts, dur = rows.field("ts_ns"), rows.field("dur_ns")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 
 def replace_function(
@@ -19,6 +20,12 @@ def replace_function(
     with contextlib.suppress(duckdb.InvalidInputException):  # not defined on this connection yet
         con.remove_function(name)
     con.create_function(name, function, parameters, returns, **options)
+
+
+def single_array(column: pa.ChunkedArray) -> pa.Array:
+    """An argument of an Arrow function as one array. DuckDB hands each argument as one chunk, which
+    ``combine_chunks`` would copy whole (29 MB more at ``op_tree``'s peak on a 234 MB trace)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 # glibc's, where it is the C library (None elsewhere: musl, macOS)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.sql_functions import replace_function
+from transforms.sql_functions import replace_function, single_array
 
 FUNCTION = "tb_segments"
 NO_STEP = np.iinfo(np.int64).min  # step_start of a boundary that is no step start
@@ -78,7 +78,7 @@ def _segment_rows(
     next_t: pa.ChunkedArray,
 ) -> pa.Array:
     """:func:`segments` over each row of the list columns (one row per slab), built as Arrow lists directly."""
-    lists = [column.combine_chunks() for column in (t, role, delta, step_start)]
+    lists = [single_array(column) for column in (t, role, delta, step_start)]
     next_ts = next_t.to_pylist()
     rows = []
     for row in range(len(next_ts)):
