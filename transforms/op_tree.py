@@ -96,64 +96,91 @@ def link(
             "only_child": only_child}
 
 
-def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
-    """:func:`link` over each row of ``ranges`` (one list of :data:`RANGE` per thread), as one list of
-    :data:`LINKED` per row, with each node's figures."""
-    lists = single_array(ranges)
-    rows = lists.flatten()
-    bounds = np.concatenate(([0], np.cumsum(pc.list_value_length(lists).fill_null(0).to_numpy())))
+def _link_threads(rows: pa.StructArray, bounds: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`link` of each thread's rows (``rows[bounds[i]:bounds[i + 1]]``), concatenated, with ``order`` and
+    ``parent`` indexing the rows of the call, and ``pos``, ``depth`` and ``last_pos`` as int32. Its inputs are
+    freed on return, before the result's arrays are made."""
     ts, dur = rows.field("ts_ns"), rows.field("dur_ns")
     ts_missing = ts.is_null().to_numpy(zero_copy_only=False)
     end_missing = ts_missing | dur.is_null().to_numpy(zero_copy_only=False)
-    ts = ts.fill_null(0).to_numpy()
-    end = ts + dur.fill_null(0).to_numpy()
-    start = np.where(ts_missing, _LAST, ts)
+    end = ts.fill_null(0).to_numpy() + dur.fill_null(0).to_numpy()
+    start = np.where(ts_missing, _LAST, ts.fill_null(0).to_numpy())
     end_order = np.where(end_missing, _LAST, -end)
     has_length = pc.fill_null(pc.greater(dur, 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
     event_idx = rows.field("event_idx").to_numpy(zero_copy_only=False)
-
     parts: dict[str, list[np.ndarray]] = {name: [] for name in _LINK_PARTS}  # DuckDB calls with one row or more
     for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
         thread = slice(first, stop)
         links = link(event_idx[thread], start[thread], end[thread], has_length[thread], end_order[thread])
-        # Rows of this call: in input order (order), in the order of the result (parent).
         links["order"] += first
         links["parent"] = np.where(links["parent"] >= 0, links["parent"] + first, -1)
+        for name in ("pos", "depth", "last_pos"):
+            links[name] = links[name].astype(np.int32)
         for name in _LINK_PARTS:
             parts[name].append(links[name])
-    del start, end_order, has_length  # link's inputs, freed before the result's arrays are made
-    order, pos, depth, last_pos, parent, only_child = (np.concatenate(parts.pop(name)) for name in _LINK_PARTS)
-    value = {name: rows.field(name).to_numpy(zero_copy_only=False)[order] for name in (
-        "name_no", "is_operator", "is_plain_operator", "torch_tree", "device_ns", "kernel_count")}
-    event_idx, ts, end, end_missing = event_idx[order], ts[order], end[order], end_missing[order]
+    return {name: np.concatenate(parts.pop(name)) for name in _LINK_PARTS}
+
+
+def _merges_and_children(
+    rows: pa.StructArray, order: np.ndarray, parent: np.ndarray, only_child: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``merged_into_parent`` and ``children_ns`` of each linked range (in the result's order, ``order`` giving each
+    one's input row and ``parent`` its parent's place in the result, -1 for none)."""
+    def ordered(name: str) -> np.ndarray:
+        return rows.field(name).to_numpy(zero_copy_only=False)[order]
 
     has_parent = parent >= 0
     child, of = np.flatnonzero(has_parent), parent[has_parent]
+    name_no, torch_tree = ordered("name_no"), ordered("torch_tree")
+    is_operator, is_plain_operator = ordered("is_operator"), ordered("is_plain_operator")
     merged = np.zeros(len(order), dtype=bool)
     merged[child] = (
         only_child[child]
-        & (value["name_no"][of] == value["name_no"][child])
-        & (value["torch_tree"][child] | (value["is_plain_operator"][child] & value["is_operator"][of]))
+        & (name_no[of] == name_no[child])
+        & (torch_tree[child] | (is_plain_operator[child] & is_operator[of]))
     )
+    del name_no, torch_tree, is_operator, is_plain_operator
+    ts, dur = rows.field("ts_ns"), rows.field("dur_ns")
+    end_missing = (ts.is_null().to_numpy(zero_copy_only=False) | dur.is_null().to_numpy(zero_copy_only=False))[order]
+    ts = ts.fill_null(0).to_numpy()[order]
+    end = ts + dur.fill_null(0).to_numpy()[order]
     # A parent has length, so its end is known; a child without an end counts up to its parent's.
     inside = np.maximum(0, np.where(end_missing[child], end[of], np.minimum(end[child], end[of])) - ts[child])
     children_ns = np.zeros(len(order), dtype=np.int64)
     np.add.at(children_ns, of, inside)
+    return merged, children_ns
+
+
+def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
+    """:func:`link` over each row of ``ranges`` (one list of :data:`RANGE` per thread), as one list of
+    :data:`LINKED` per row, with each node's figures. Each step frees what the next does not read: the function
+    holds every thread of the call at once."""
+    lists = single_array(ranges)
+    rows = lists.flatten()
+    bounds = np.concatenate(([0], np.cumsum(pc.list_value_length(lists).fill_null(0).to_numpy())))
+    links = _link_threads(rows, bounds)
+    order, parent = links.pop("order"), links.pop("parent")
+    merged, children_ns = _merges_and_children(rows, order, parent, links.pop("only_child"))
+    event_idx, device_ns, kernel_count = (
+        rows.field(name).to_numpy(zero_copy_only=False)[order] for name in ("event_idx", "device_ns", "kernel_count"))
+    del order
     # Subtree sums: a subtree is the rows of the result from its node's to last_pos's, a difference of running sums.
-    row = np.arange(len(order))
-    subtree = row, row + (last_pos - pos)
-    device_total, kernel_total = (_range_sums(value[name], *subtree) for name in ("device_ns", "kernel_count"))
+    first = np.arange(len(event_idx))
+    last = first + (links["last_pos"] - links["pos"])
+    device_total, kernel_total = _range_sums(device_ns, first, last), _range_sums(kernel_count, first, last)
+    del first, last
+    has_parent = parent >= 0
     linked = pa.StructArray.from_arrays(
         [
             pa.array(event_idx),
-            pa.array(depth, type=pa.int32()),
-            pa.array(pos, type=pa.int32()),
+            pa.array(links.pop("depth")),
+            pa.array(links.pop("pos")),
             pa.array(np.where(has_parent, event_idx[parent], 0), mask=~has_parent),
-            pa.array(last_pos, type=pa.int32()),
+            pa.array(links.pop("last_pos")),
             pa.array(merged),
             pa.array(children_ns),
-            pa.array(value["device_ns"]),
-            pa.array(value["kernel_count"]),
+            pa.array(device_ns),
+            pa.array(kernel_count),
             pa.array(device_total),
             pa.array(kernel_total),
         ],
