@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -35,6 +36,12 @@ OUT_OF_MEMORY_RETRY_FACTOR = 6
 # the threads. DuckDB keeps two threads busy on only some models (a window over a few partitions runs on one): on 2
 # cores, two models of one thread each built the models of a 234 MB trace in 3.5 s, one of two threads at a time 4.3 s.
 MODEL_WORKERS = 2
+# The Python functions models call. DuckDB holds the lists it hands one in memory (an aggregate's lists are not
+# spilled), so models calling them run one at a time: on a 700 MB trace int_op_nodes and int_tb_step_segments ran
+# out of the buffer side by side and were built again with 6x it (peak RSS 2.15 GB); one at a time both fit
+# (1.18 GB), and the 234 MB trace's models take the same time.
+FUNCTIONS = (critical_path.FUNCTION, op_tree.FUNCTION, step_segments.FUNCTION)
+_FUNCTION_CALL = re.compile(rf"\b(?:{'|'.join(FUNCTIONS)})\s*\(", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,27 @@ def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     critical_path.register_functions(con)
     op_tree.register_functions(con)
     step_segments.register_functions(con)
+
+
+def calls_functions(model: SqlModel) -> bool:
+    """Whether ``model``'s SQL calls one of :data:`FUNCTIONS`."""
+    return _FUNCTION_CALL.search(model.sql) is not None
+
+
+def models_to_start(ready: list[str], free: int, running: set[str], calling: set[str]) -> list[str]:
+    """Up to ``free`` of ``ready`` (in priority order) to start beside ``running``, at most one of the models that
+    call functions (``calling``) running at a time; a ready one that must wait lets the next start."""
+    started: list[str] = []
+    calling_runs = bool(running & calling)
+    for name in ready:
+        if len(started) == free:
+            break
+        if name in calling:
+            if calling_runs:
+                continue
+            calling_runs = True
+        started.append(name)
+    return started
 
 
 def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
@@ -165,7 +193,8 @@ def build_marts(
 ) -> list[MartResult]:
     """Build the selected marts (default: all) as tables of ``con``'s in-memory database, over the raw views of one
     run (:func:`register_run_tables`). Models run up to :data:`MODEL_WORKERS` at a time, the longest chains first, each
-    as soon as what it reads is built; an intermediate is dropped once every model reading it has run. The marts
+    as soon as what it reads is built, and at most one of those calling Python functions (:data:`FUNCTIONS`) at a
+    time; an intermediate is dropped once every model reading it has run. The marts
     stay for the commit. A model that runs out of memory is built again with a larger buffer
     (:data:`OUT_OF_MEMORY_RETRY_FACTOR`). A failing model raises RuntimeError naming its file; the models running
     beside it are interrupted.
@@ -177,6 +206,7 @@ def build_marts(
     read_by = readers(models, order)
     chain = chain_lengths(read_by, order)
     to_build = set(order)
+    calling = {name for name in order if calls_functions(models[name])}
     waiting = {name: models[name].deps & to_build for name in order}
     done: set[str] = set()
     built: set[str] = set()  # intermediates not dropped yet
@@ -199,7 +229,7 @@ def build_marts(
         with ThreadPoolExecutor(workers, thread_name_prefix="model") as pool:
             while len(done) < len(order):
                 ready = sorted((n for n, deps in waiting.items() if deps <= done), key=lambda n: -chain[n])
-                for name in ready[: len(cursors)]:
+                for name in models_to_start(ready, len(cursors), {n for n, _ in running.values()}, calling):
                     del waiting[name]
                     cursor = cursors.pop()
                     running[pool.submit(build, name, cursor)] = (name, cursor)

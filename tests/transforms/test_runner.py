@@ -8,7 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from transforms.runner import OUT_OF_MEMORY_RETRY_FACTOR, build_marts
+from transforms.models import discover_models
+from transforms.runner import OUT_OF_MEMORY_RETRY_FACTOR, build_marts, calls_functions, models_to_start
 
 
 def _write_models(root: Path, models: dict[str, str]) -> Path:
@@ -38,6 +39,23 @@ def test_models_read_what_others_built_and_intermediates_go_once_read(tmp_path: 
     assert [r.name for r in results][-1] == "summary"  # in dependency order, as they were read
     assert _tables(con) == {"evens", "total", "summary"}  # the intermediate went once its readers had run
     assert con.execute("select current_setting('threads')").fetchone() == (2,)
+
+
+def test_models_calling_functions_start_one_at_a_time() -> None:
+    calling = {"int_op_nodes", "int_tb_step_segments", "critical_path"}
+    ready = ["int_op_nodes", "int_tb_step_segments", "int_launches", "critical_path", "kernel_stats"]
+    assert models_to_start(ready, 2, set(), calling) == ["int_op_nodes", "int_launches"]
+    # one runs: the others that call functions wait, and what is free goes to the next in line
+    assert models_to_start(ready[1:], 1, {"int_op_nodes"}, calling) == ["int_launches"]
+    assert models_to_start(["critical_path"], 1, {"int_tb_step_segments"}, calling) == []
+    assert models_to_start(["critical_path", "kernel_stats"], 2, {"int_launches"}, calling) == [
+        "critical_path", "kernel_stats"]
+
+
+def test_the_shipped_models_calling_functions_are_found() -> None:
+    models = discover_models()
+    assert {name for name, model in models.items() if calls_functions(model)} == {
+        "int_op_nodes", "int_tb_step_segments", "critical_path"}
 
 
 def test_a_failing_model_is_named_and_stops_the_one_beside_it(tmp_path: Path) -> None:
