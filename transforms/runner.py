@@ -113,7 +113,7 @@ def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
 
 class _MemoryBudget:
     """The database's memory limit, raised :data:`OUT_OF_MEMORY_RETRY_FACTOR` times while any model that ran out of
-    it builds again (on any worker), and set back once none does."""
+    it builds again (on any worker), and set back once none does and the memory in use fits under it again."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._cursor = con.cursor()  # its own: the setting is the database's, the workers' cursors are busy
@@ -125,21 +125,35 @@ class _MemoryBudget:
         self._raised_limit = f"{raised_bytes >> 20}MiB"
         self._lock = threading.Lock()
         self._retrying = 0
+        self._is_raised = False
 
     @contextmanager
     def raised(self) -> Iterator[str]:
-        """The raised limit, in force until the last model retrying under it leaves."""
+        """The raised limit, in force at least until the last model retrying under it leaves."""
         with self._lock:
-            if not self._retrying:
+            if not self._is_raised:
                 self._cursor.execute(f"set memory_limit = '{self._raised_limit}'").fetchall()
+                self._is_raised = True
             self._retrying += 1
         try:
             yield self._raised_limit
         finally:
             with self._lock:
                 self._retrying -= 1
-                if not self._retrying:
-                    self._cursor.execute(f"set memory_limit = '{self._limit}'").fetchall()
+            self.settle()
+
+    def settle(self) -> None:
+        """Set the limit back if no model retries under the raised one. DuckDB refuses while the memory in use
+        (tables built under the raised limit, models running beside) is over it: the limit then stays raised until
+        a later call (after each model) finds it fits."""
+        with self._lock:
+            if not self._is_raised or self._retrying:
+                return
+            try:
+                self._cursor.execute(f"set memory_limit = '{self._limit}'").fetchall()
+            except duckdb.OutOfMemoryException:
+                return
+            self._is_raised = False
 
     def close(self) -> None:
         self._cursor.close()
@@ -247,6 +261,7 @@ def build_marts(
                 for name in [n for n in built if read_by[n] <= done]:  # its memory goes to the models still to run
                     built.discard(name)
                     con.execute(f"drop {models[name].materialized} {name}").fetchall()
+                budget.settle()
     finally:
         for cursor in cursors + [c for _, c in running.values()]:
             cursor.close()

@@ -87,6 +87,21 @@ def test_a_model_out_of_memory_builds_again_with_a_larger_buffer(tmp_path: Path)
     assert _memory_limit(con) == "16.0 MiB"  # set back once built
 
 
+def test_the_buffer_stays_raised_while_what_was_built_under_it_is_held(tmp_path: Path) -> None:
+    # 48 MB of BIGINTs with nowhere to spill: built under the raised buffer, and over the first one until dropped
+    # once read (setting the limit back then failed the whole build: seen on a 2 GB trace).
+    root = _write_models(tmp_path, {
+        "intermediate/int_numbers.sql": "select range as n, range * 2 as m from range(3000000)",
+        "marts/total.sql": "-- grain: run_id\nselect 'r' as run_id, sum(n + m)::bigint as n from int_numbers",
+    })
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "16MiB", "temp_directory": ""})
+    with pytest.raises(duckdb.OutOfMemoryException):
+        con.execute("create table held as select range as n, range * 2 as m from range(3000000)").fetchall()
+
+    assert [(r.name, r.preview) for r in build_marts(con, sql_root=root)] == [("total", [("r", 13499995500000)])]
+    assert _memory_limit(con) == "16.0 MiB"  # set back once the intermediate went
+
+
 def test_a_model_out_of_memory_even_with_the_larger_buffer_is_named(tmp_path: Path) -> None:
     root = _write_models(tmp_path, {
         "marts/listed.sql": "-- grain: run_id\nselect 'r' as run_id, len(list(range)) as n from range(20000000)",
