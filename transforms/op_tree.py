@@ -96,17 +96,22 @@ def link(
             "only_child": only_child}
 
 
+def _times(rows: pa.StructArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each range's start and end (0 and ``dur_ns`` where missing) and whether they are missing."""
+    ts, dur = rows.field("ts_ns"), rows.field("dur_ns")
+    ts_missing = ts.is_null().to_numpy(zero_copy_only=False)
+    end_missing = ts_missing | dur.is_null().to_numpy(zero_copy_only=False)
+    start = ts.fill_null(0).to_numpy()
+    return start, start + dur.fill_null(0).to_numpy(), ts_missing, end_missing
+
+
 def _link_threads(rows: pa.StructArray, bounds: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`link` of each thread's rows (``rows[bounds[i]:bounds[i + 1]]``), concatenated, with ``order`` and
     ``parent`` indexing the rows of the call, and ``pos``, ``depth`` and ``last_pos`` as int32. Its inputs are
     freed on return, before the result's arrays are made."""
-    ts, dur = rows.field("ts_ns"), rows.field("dur_ns")
-    ts_missing = ts.is_null().to_numpy(zero_copy_only=False)
-    end_missing = ts_missing | dur.is_null().to_numpy(zero_copy_only=False)
-    end = ts.fill_null(0).to_numpy() + dur.fill_null(0).to_numpy()
-    start = np.where(ts_missing, _LAST, ts.fill_null(0).to_numpy())
-    end_order = np.where(end_missing, _LAST, -end)
-    has_length = pc.fill_null(pc.greater(dur, 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
+    ts, end, ts_missing, end_missing = _times(rows)
+    start, end_order = np.where(ts_missing, _LAST, ts), np.where(end_missing, _LAST, -end)
+    has_length = pc.fill_null(pc.greater(rows.field("dur_ns"), 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
     event_idx = rows.field("event_idx").to_numpy(zero_copy_only=False)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in _LINK_PARTS}  # DuckDB calls with one row or more
     for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
@@ -140,10 +145,7 @@ def _merges_and_children(
         & (torch_tree[child] | (is_plain_operator[child] & is_operator[of]))
     )
     del name_no, torch_tree, is_operator, is_plain_operator
-    ts, dur = rows.field("ts_ns"), rows.field("dur_ns")
-    end_missing = (ts.is_null().to_numpy(zero_copy_only=False) | dur.is_null().to_numpy(zero_copy_only=False))[order]
-    ts = ts.fill_null(0).to_numpy()[order]
-    end = ts + dur.fill_null(0).to_numpy()[order]
+    ts, end, _, end_missing = (times[order] for times in _times(rows))
     # A parent has length, so its end is known; a child without an end counts up to its parent's.
     inside = np.maximum(0, np.where(end_missing[child], end[of], np.minimum(end[child], end[of])) - ts[child])
     children_ns = np.zeros(len(order), dtype=np.int64)

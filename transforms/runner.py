@@ -207,11 +207,10 @@ def build_marts(
 ) -> list[MartResult]:
     """Build the selected marts (default: all) as tables of ``con``'s in-memory database, over the raw views of one
     run (:func:`register_run_tables`). Models run up to :data:`MODEL_WORKERS` at a time, the longest chains first, each
-    as soon as what it reads is built, and at most one of those calling Python functions (:data:`FUNCTIONS`) at a
-    time; an intermediate is dropped once every model reading it has run. The marts
-    stay for the commit. A model that runs out of memory is built again with a larger buffer
-    (:data:`OUT_OF_MEMORY_RETRY_FACTOR`). A failing model raises RuntimeError naming its file; the models running
-    beside it are interrupted.
+    as soon as what it reads is built, at most one of those calling Python functions (:data:`FUNCTIONS`) at a time;
+    an intermediate is dropped once every model reading it has run. The marts stay for the commit. A model that runs
+    out of memory is built again with a larger buffer (:data:`OUT_OF_MEMORY_RETRY_FACTOR`). A failing model raises
+    RuntimeError naming its file; the models running beside it are interrupted.
     """
     root = sql_root or default_sql_root()
     models = discover_models(root)
