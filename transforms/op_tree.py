@@ -145,7 +145,8 @@ def _merges_and_children(
         & (torch_tree[child] | (is_plain_operator[child] & is_operator[of]))
     )
     del name_no, torch_tree, is_operator, is_plain_operator
-    ts, end, _, end_missing = (times[order] for times in _times(rows))
+    ts, end, _, end_missing = _times(rows)
+    ts, end, end_missing = ts[order], end[order], end_missing[order]
     # A parent has length, so its end is known; a child without an end counts up to its parent's.
     inside = np.maximum(0, np.where(end_missing[child], end[of], np.minimum(end[child], end[of])) - ts[child])
     children_ns = np.zeros(len(order), dtype=np.int64)

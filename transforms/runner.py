@@ -40,7 +40,8 @@ MODEL_WORKERS = 2
 # spilled), so models calling them run one at a time: on a 700 MB trace int_op_nodes and int_tb_step_segments ran
 # out of the buffer side by side and were built again with 6x it (peak RSS 2.15 GB); one at a time both fit
 # (1.18 GB), and the 234 MB trace's models take the same time.
-FUNCTIONS = (critical_path.FUNCTION, op_tree.FUNCTION, step_segments.FUNCTION)
+_FUNCTION_MODULES = (critical_path, op_tree, step_segments)
+FUNCTIONS = tuple(module.FUNCTION for module in _FUNCTION_MODULES)
 _FUNCTION_CALL = re.compile(rf"\b(?:{'|'.join(FUNCTIONS)})\s*\(", re.IGNORECASE)
 
 
@@ -73,9 +74,8 @@ def register_run_tables(
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Make the Python functions that models call (numpy where SQL windows cost more) callable in ``con``."""
-    critical_path.register_functions(con)
-    op_tree.register_functions(con)
-    step_segments.register_functions(con)
+    for module in _FUNCTION_MODULES:
+        module.register_functions(con)
 
 
 def calls_functions(model: SqlModel) -> bool:

@@ -47,4 +47,3 @@ def test_each_chart_renders_with_its_units_and_hover_titles(chart: charts.Spec, 
     assert set(axis_titles) <= set(_texts(svg))
     if hover:
         assert f"<title>{hover}</title>" in svg
-
