@@ -8,15 +8,12 @@ from typing import Any
 import dagster as dg
 import orjson
 
-from pipelines.cores import available_cores
+from pipelines.cores import core_share
 from pipelines.lake import Lake
 from pipelines.parse import ParseSettings
+from pipelines.storage import OPTIONS_VARIABLE
 from transforms.pipeline import MartSettings
 from transforms.runner import MARTS_MEMORY_LIMIT
-
-
-OPTIONS_VARIABLE = "TRACELAKE_STORAGE_OPTIONS"
-"""fsspec options as JSON (credentials included): read from the environment, so no secret is stored in a run's config."""
 
 
 def _options(storage_options_json: str) -> dict[str, Any] | None:
@@ -69,7 +66,7 @@ class IngestSettingsResource(dg.ConfigurableResource):
         return MartSettings(memory_limit=self.marts_memory_limit, threads=self._threads())
 
     def _threads(self) -> int:
-        return max(1, available_cores() // max(1, self.parallelism))
+        return core_share(self.parallelism)
 
     def parse_settings(self) -> ParseSettings:
         """The pipelines-level settings of one parse step."""

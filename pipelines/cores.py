@@ -17,3 +17,8 @@ def available_cores() -> int:
         (quota,) = con.execute("select current_setting('threads')").fetchone()
     pinned = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else int(quota)  # Linux only
     return max(1, min(int(quota), pinned))
+
+
+def core_share(parallelism: int) -> int:
+    """The cores each of ``parallelism`` steps running at once on this machine gets (at least one)."""
+    return max(1, available_cores() // max(1, parallelism))

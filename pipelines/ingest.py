@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import logging
 import pickle
 import posixpath
 import secrets
@@ -22,16 +21,14 @@ from typing import Any
 
 from pipelines import PARSER_VERSION
 from pipelines.checks import DROPPED_CODES
-from pipelines.identity import TraceFile, claim_rank
+from pipelines.head_start import parsed_trace
+from pipelines.identity import TraceFile
 from pipelines.lake import Lake
-from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
+from pipelines.parse import ParsedTrace, ParseSettings
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import small_statements, write_rows
 from pipelines.scratch import scratch_dir
 from pipelines.sources import RunSource
-from pipelines.storage import filesystem
-
-log = logging.getLogger(__name__)
 
 TRACES_COLUMNS = {
     "trace_id": "VARCHAR",
@@ -156,23 +153,6 @@ def _trace_rows(
     ]
 
 
-def _parse(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, settings: ParseSettings) -> ParsedTrace:
-    """Parse one trace; an unexpected failure becomes a failed trace with a ``parse_failed`` error.
-
-    Damaged input never raises (parse_trace reports it); this catches the rest (the file vanished,
-    the store refused the read, a parser bug), so one trace never keeps the others of its run out.
-    """
-    try:
-        fs, path = filesystem(trace.url, options)
-        return parse_trace(fs, path, trace, workdir=workdir, settings=settings)
-    except Exception as exc:
-        log.exception("parsing %s failed", trace.url)
-        issue = QualityIssue(
-            trace.run_id, trace.trace_id, "error", "parse_failed", f"could not be parsed: {type(exc).__name__}: {exc}"
-        )
-        return ParsedTrace(trace=trace, rank=claim_rank({}, trace.url.rsplit("/", 1)[-1]), issues=[issue])
-
-
 def _row_counts(files: dict[str, Path]) -> dict[str, int]:
     """Rows in each table's Parquet file, from the footers (DuckDB: importing pyarrow costs ~0.2 s)."""
     if not files:  # the trace could not be parsed at all
@@ -218,12 +198,11 @@ def stage_trace(
 ) -> StagedTrace:
     """Parse one trace and put its table files under the run's staging folder, not yet visible to readers.
 
-    Runs anywhere (a thread, a process, a pod): only the returned summary travels to the commit.
+    Runs anywhere (a thread, a process, a pod): only the returned summary travels to the commit. A parse of the
+    trace started ahead in this process is taken over (:mod:`pipelines.head_start`).
     """
-    started = time.perf_counter()
     staging = staging_url(lake, trace.run_id, version)
-    with scratch_dir("parse") as tmp:
-        parsed = _parse(trace, source_options, tmp, settings or ParseSettings())
+    with parsed_trace(trace, source_options, settings or ParseSettings()) as (parsed, started):
         rows = _row_counts(parsed.table_files)
         files = {}
         for table, local in parsed.table_files.items():  # failed traces too: empty files keep each table's schema

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
@@ -161,15 +160,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.command in ("runs", "tables"):
         return _run_browse_command(args)
     if args.command == "ingest":
-        from tracelake.startup import heavy_imports
+        from tracelake.ingest import ingest
 
-        with heavy_imports():
-            from tracelake.ingest import ingest
-        try:
-            return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
-                          catalog=args.catalog, parallelism=args.parallelism, jobs=args.jobs)
-        finally:
-            gc.unfreeze()  # for callers that go on
+        return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
+                      catalog=args.catalog, parallelism=args.parallelism, jobs=args.jobs)
     if args.command == "sql":
         from tracelake.output import write_result
         from tracelake.query import run_query

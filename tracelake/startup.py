@@ -58,6 +58,6 @@ def start_worker() -> None:
     worker renders its runs' reports through a chart helper of its own (:mod:`transforms.svg_renderer`)."""
     leave_out_pandas()
     with heavy_imports():
-        import tracelake.ingest  # noqa: F401
+        import tracelake.dagster_runs  # noqa: F401
     atexit.register(gc.unfreeze)
     start_helper()

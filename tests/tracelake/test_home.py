@@ -161,7 +161,7 @@ def test_pooled_connections_stay_few_and_hold_no_lock_between_uses(tmp_path: Pat
 
 OPEN_AT = """
 import sys, time
-from tracelake.ingest import instance
+from tracelake.dagster_runs import instance
 time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # every process opens the new home at the same moment
 instance().get_runs()
 """
