@@ -19,8 +19,8 @@ Definitions (the rows a thread's ranges become):
   tb_plugin's: both anchors fold it into its parent (torch ``EventList._remove_dup_nodes``, tb_plugin
   ``remove_dup_nodes``).
 - ``children_ns``: the time of its direct children inside it (an async op can end after the op that started it);
-  ``device_total_ns`` and ``kernel_count``: the subtree's sums of what each node launched itself
-  (``self_device_ns``, ``self_kernel_count``).
+  ``device_total_ns`` and ``kernel_count``: the subtree's sums of what each node launched itself (its own
+  ``self_device_ns`` and kernels).
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ LINKED = pa.struct([
     ("merged_into_parent", pa.bool_()),
     ("children_ns", pa.int64()),
     ("self_device_ns", pa.int64()),
-    ("self_kernel_count", pa.int64()),
     ("device_total_ns", pa.int64()),
     ("kernel_count", pa.int64()),
 ])
@@ -183,7 +182,6 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
             pa.array(merged),
             pa.array(children_ns),
             pa.array(device_ns),
-            pa.array(kernel_count),
             pa.array(device_total),
             pa.array(kernel_total),
         ],

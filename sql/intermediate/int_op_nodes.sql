@@ -8,8 +8,8 @@
 -- op_tree() (transforms/op_tree.py, which defines depth, pos, last_pos, the parent and the merge into it) links
 -- each thread's ranges in O(n log n); a subtree is the contiguous positions pos .. last_pos.
 -- Figures: self CPU = duration − the parts of its direct children inside it; self device = duration of the GPU
--- activities (kernels, memcpy, memset) the node launched itself, and self_kernel_count the kernels among them;
--- total device and kernel_count add those of its whole subtree. A GPU activity's launcher is the node whose
+-- activities (kernels, memcpy, memset) the node launched itself; total device and kernel_count add those (and
+-- the kernels among them) of its whole subtree. A GPU activity's launcher is the node whose
 -- External id is that of the runtime call with the activity's correlation (else the activity's own External id).
 -- Nodes without an External id (nn.Module ranges of the tb_plugin tree) launch nothing themselves.
 -- Read by every model that needs the trees: op_stats, op_stats_by_shape, source_stats, annotation_stats,
@@ -111,7 +111,6 @@ select
     node.merged_into_parent,
     host_range.dur_ns - node.children_ns as self_cpu_ns,
     node.self_device_ns,
-    node.self_kernel_count,
     node.device_total_ns,
     node.kernel_count
 from (select * exclude (nodes), unnest(nodes, recursive := true) from linked) as node
