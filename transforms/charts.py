@@ -44,9 +44,14 @@ WIDTH = 640  # plot width in px: the page is 960 px wide, labels take the rest
 REGRESSION_COLOR = "#e15759"
 
 
+def _top_level(**spec: Any) -> Spec:
+    """A top-level specification: ``spec`` under the Vega-Lite version the charts are rendered with."""
+    return {"$schema": SCHEMA, **spec}
+
+
 def _chart(data: list[dict[str, Any]], **spec: Any) -> Spec:
     """A top-level specification over inline ``data``."""
-    return {"$schema": SCHEMA, "data": {"values": data}, **spec}
+    return _top_level(data={"values": data}, **spec)
 
 
 def _description() -> Spec:
@@ -130,13 +135,13 @@ def time_series(
     if not peaks:
         return _chart(points(rows), **lines, width=WIDTH, height=220)
     marks = {"values": points(peaks)}
-    return {"$schema": SCHEMA, "layer": [
+    return _top_level(layer=[
         {"data": {"values": points(rows)}, **lines},
         {"data": marks, "mark": {"type": "point", "filled": True, "size": 60, "color": REGRESSION_COLOR},
          "encoding": {"x": x, "y": y, "description": _description()}},
         {"data": marks, "mark": {"type": "text", "align": "left", "dx": 6, "dy": -8, "fontSize": 11},
          "encoding": {"x": x, "y": y, "text": {"field": "label", "type": "nominal"}}},
-    ], "width": WIDTH, "height": 220}
+    ], width=WIDTH, height=220)
 
 
 def run_metric_trends(rows: Sequence[dict[str, Any]], *, metrics: Sequence[str]) -> Spec:
