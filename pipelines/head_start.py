@@ -93,11 +93,11 @@ def parsed_trace(
 
 
 def discard_parses_ahead() -> None:
-    """Remove the parses started ahead that no step took (the run failed first, or parsed with other settings),
-    once each has ended: its folder is in use until then."""
+    """Let go of the parses started ahead that no step took (the run failed first, or parsed with other settings):
+    each one's folder goes once its parse ends, without waiting for it here, so that an ingest failing before its
+    parse step says so at once. A process that exits first leaves the folder to the next ingest's sweep."""
     with _lock:
         unused = list(_started.values())
         _started.clear()
     for started in unused:
-        with started.folder:
-            started.parsed.exception()
+        started.parsed.add_done_callback(lambda _, folder=started.folder: folder.close())

@@ -1,10 +1,11 @@
 """A trace's parse started ahead is taken over by the step that stages it, only with the same file and settings,
-and its scratch folder goes once taken or discarded."""
+and its scratch folder goes once taken, or once discarded and ended."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,5 +66,8 @@ def test_other_settings_or_a_changed_file_parse_anew_and_the_unused_parse_is_dis
             assert parsed.event_count > 0
             assert not any(path.is_relative_to(ahead_folder) for path in parsed.table_files.values())
     assert _parse_folders(scratch_root) == {ahead_folder}
-    discard_parses_ahead()
+    discard_parses_ahead()  # returns at once; the folder goes when its parse ends
+    deadline = time.monotonic() + 120
+    while _parse_folders(scratch_root) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not _parse_folders(scratch_root)
