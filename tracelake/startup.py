@@ -1,5 +1,5 @@
-"""How an ingesting process takes its heavy imports (Dagster, the assets, DuckDB): once, without the
-garbage collector's passes over them.
+"""How an ingesting process takes its heavy imports (Dagster and the assets, after the first parse has started):
+once, without the garbage collector's passes over them.
 
 The imports leave about a million objects that live as long as the process. The cyclic collections that run while
 they are made free almost none (175 objects) and took 0.4-1.2 s more than the imports' ~1.5 s; frozen after, the full
