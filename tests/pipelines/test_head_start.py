@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -38,34 +39,45 @@ def _parse_folders(root: Path) -> set[Path]:
     return set(root.glob(f"{PREFIX}{os.getpid()}-parse-*"))
 
 
-def test_the_parse_started_ahead_is_the_one_taken_and_is_the_same_as_a_parse_of_its_own(
-    scratch_root: Path, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class Ahead:
+    trace: TraceFile
+    settings: ParseSettings
+    folder: Path
+
+
+@pytest.fixture
+def ahead(scratch_root: Path) -> Iterator[Ahead]:
+    """The example trace's parse started ahead, and its scratch folder; let go of at the end whatever the test did."""
     trace, settings = _trace(SOURCE), ParseSettings(threads=1)
     parse_ahead(trace, None, settings)
-    (ahead_folder,) = _parse_folders(scratch_root)
-    with parsed_trace(trace, None, settings) as (parsed, _):
+    (folder,) = _parse_folders(scratch_root)
+    yield Ahead(trace, settings, folder)
+    discard_parses_ahead()
+
+
+def test_the_parse_started_ahead_is_the_one_taken_and_is_the_same_as_a_parse_of_its_own(
+    ahead: Ahead, scratch_root: Path, tmp_path: Path
+) -> None:
+    with parsed_trace(ahead.trace, None, ahead.settings) as (parsed, _):
         assert parsed.event_count > 0 and not [i for i in parsed.issues if i.severity == "error"]
-        assert all(path.is_relative_to(ahead_folder) for path in parsed.table_files.values())
-        assert _parse_folders(scratch_root) == {ahead_folder}  # no second parse started
-        assert table_differences(parsed, parse_file(SOURCE, tmp_path / "own", settings)) == {}
+        assert all(path.is_relative_to(ahead.folder) for path in parsed.table_files.values())
+        assert _parse_folders(scratch_root) == {ahead.folder}  # no second parse started
+        assert table_differences(parsed, parse_file(SOURCE, tmp_path / "own", ahead.settings)) == {}
     assert not _parse_folders(scratch_root)
-    with parsed_trace(trace, None, settings) as (again, _):  # taken once: the next asks parse anew
-        assert not any(path.is_relative_to(ahead_folder) for path in again.table_files.values())
+    with parsed_trace(ahead.trace, None, ahead.settings) as (again, _):  # taken once: the next asks parse anew
+        assert not any(path.is_relative_to(ahead.folder) for path in again.table_files.values())
 
 
 def test_other_settings_or_a_changed_file_parse_anew_and_the_unused_parse_is_discarded(
-    scratch_root: Path, tmp_path: Path
+    ahead: Ahead, scratch_root: Path
 ) -> None:
-    trace, settings = _trace(SOURCE), ParseSettings(threads=1)
-    parse_ahead(trace, None, settings)
-    (ahead_folder,) = _parse_folders(scratch_root)
-    for other_trace, other_settings in ((trace, replace(settings, chunk_bytes=1 << 20)),
-                                        (replace(trace, size_bytes=trace.size_bytes + 1), settings)):
+    for other_trace, other_settings in ((ahead.trace, replace(ahead.settings, chunk_bytes=1 << 20)),
+                                        (replace(ahead.trace, size_bytes=ahead.trace.size_bytes + 1), ahead.settings)):
         with parsed_trace(other_trace, None, other_settings) as (parsed, _):
             assert parsed.event_count > 0
-            assert not any(path.is_relative_to(ahead_folder) for path in parsed.table_files.values())
-    assert _parse_folders(scratch_root) == {ahead_folder}
+            assert not any(path.is_relative_to(ahead.folder) for path in parsed.table_files.values())
+    assert _parse_folders(scratch_root) == {ahead.folder}
     discard_parses_ahead()  # returns at once; the folder goes when its parse ends
     deadline = time.monotonic() + 120
     while _parse_folders(scratch_root) and time.monotonic() < deadline:
