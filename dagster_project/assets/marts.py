@@ -13,6 +13,7 @@ from transforms.checks import check_names
 from transforms.graph import mart_dependencies
 from transforms.models import default_sql_root, discover_models
 from transforms.pipeline import commit_staged_run, rebuild_marts
+from transforms.report_files import start_run_report
 from transforms.runner import MartResult
 
 SQL_ROOT = default_sql_root()
@@ -67,6 +68,8 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings
         committed = commit_staged_run(handle, staged, select=selected, settings=settings)
     else:
         committed = rebuild_marts(handle, run_id, select=selected, settings=settings)
+    if ingest_settings.report_ahead:
+        start_run_report(handle, run_id)
     progress_log.info(
         "  %s: %d analysis tables in %.1f s, committed as snapshot %d",
         run_id, len(committed.marts), time.perf_counter() - started, committed.commit.snapshot_id,

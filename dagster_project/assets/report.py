@@ -5,7 +5,7 @@ import dagster as dg
 from dagster_project.assets.marts import marts
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import LakeResource
-from transforms.report_files import write_fleet_view, write_run_report
+from transforms.report_files import run_report, write_fleet_view
 
 
 @dg.asset(
@@ -18,7 +18,7 @@ from transforms.report_files import write_fleet_view, write_run_report
 def report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """One run's report (recommendations, stragglers, step breakdown, overlap, GPU utilization, memory, top kernels,
     ops and source lines) in one self-contained HTML file."""
-    url = write_run_report(lake.lake(), context.partition_key)
+    url = run_report(lake.lake(), context.partition_key)
     link = dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url)
     return dg.MaterializeResult(metadata={"report": link})
 
