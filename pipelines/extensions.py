@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
-import threading
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-# Extensions whose signature DuckDB has checked in this process (see extension_connection), and the lock that makes
-# a connection wait for a check under way rather than check again.
+# Extensions whose signature DuckDB has checked in this process (see extension_connection).
 _CHECKED: set[str] = set()
-_CHECKING = threading.Lock()
 
 
 @functools.cache
@@ -49,22 +45,8 @@ def extension_connection(names: tuple[str, ...], config: dict[str, Any]) -> duck
     again (``allow_unsigned_extensions``); a connection that runs users' SQL turns external access off, which
     refuses any further LOAD.
     """
-    with _CHECKING:
-        checked = set(names) <= _CHECKED
-        con = duckdb.connect(config=config | ({"allow_unsigned_extensions": True} if checked else {}))
-        load_extensions(con, names)
-        _CHECKED.update(names)
+    checked = set(names) <= _CHECKED
+    con = duckdb.connect(config=config | ({"allow_unsigned_extensions": True} if checked else {}))
+    load_extensions(con, names)
+    _CHECKED.update(names)
     return con
-
-
-def check_ahead(names: tuple[str, ...]) -> None:
-    """Have DuckDB check the signatures of ``names`` on a thread of its own, for a process whose first connection
-    loading them comes after work that leaves a core idle meanwhile (``tracelake ingest``: ~0.2 s for ducklake and
-    sqlite, otherwise spent between a run's parse and its marts)."""
-
-    def check() -> None:
-        # A failure here is the first real connection's to report, with its context.
-        with contextlib.suppress(Exception):
-            extension_connection(names, {}).close()
-
-    threading.Thread(target=check, name="extension-check", daemon=True).start()

@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import duckdb
 
-from pipelines.extensions import check_ahead, extension_connection
+from pipelines.extensions import extension_connection
 from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
 from pipelines.storage import HTTP_TIMEOUT_S, filesystem, full_url, is_local, storage_options_for
 
@@ -281,11 +281,6 @@ class Lake:
                         con.execute(f"detach {ALIAS}")
                     time.sleep(0.1 * (attempt + 1))
         return con
-
-    def check_extensions_ahead(self) -> None:
-        """Have DuckDB check the extensions this lake needs on a thread, ahead of the first connection (see
-        :func:`pipelines.extensions.check_ahead`)."""
-        check_ahead(self._extensions())
 
     def _extensions(self) -> tuple[str, ...]:
         """The DuckDB extensions this lake needs: each load checks the signature of a 20-40 MB file (~0.1 s)."""

@@ -52,7 +52,6 @@ def ingest(
     if storage_options:
         os.environ[OPTIONS_VARIABLE] = orjson.dumps(storage_options).decode()  # inherited by --jobs workers
     lake = Lake(lake_url, storage_options, catalog)  # fails here, once, on a lake that cannot be opened
-    lake.check_extensions_ahead()  # while the parse starts, not between it and the marts
     lake.check_layout()
     for leftover in sweep_dead_scratch():
         print(f"removed {leftover}, left by an ingest that was killed", flush=True)
