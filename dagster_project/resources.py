@@ -60,10 +60,9 @@ class IngestSettingsResource(dg.ConfigurableResource):
     marts_memory_limit: str = MARTS_MEMORY_LIMIT
     parallelism: int = 0
     """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
-    work_ahead: bool = False
-    """Start building the run's marts once its raw tables are staged, and its report once the marts commit, for
-    their steps to take over: only where those steps run in the same process (``tracelake ingest``'s in-process
-    runs; :func:`transforms.pipeline.build_marts_ahead`, :func:`transforms.report_files.start_run_report`)."""
+    report_ahead: bool = False
+    """Start the run's report once the marts commit, for the report step to take over: only where that step runs in
+    the same process (``tracelake ingest``'s in-process runs; see :func:`transforms.report_files.start_run_report`)."""
 
     def mart_settings(self) -> MartSettings:
         """The settings of the step that builds and commits the marts: as a parse step, its share of the cores."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -133,15 +132,6 @@ def bucket(s3_server: str) -> Bucket:
     name = f"traces-{uuid.uuid4().hex[:12]}"
     fs.mkdir(name)
     return Bucket(fs, name)
-
-
-@pytest.fixture
-def scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty folder of the test's for scratch folders (:mod:`pipelines.scratch`), to watch them come and go."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))
-    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
-    (tmp_path / "scratch").mkdir()
-    return tmp_path / "scratch"
 
 
 @pytest.fixture(scope="session")

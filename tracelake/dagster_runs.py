@@ -22,7 +22,6 @@ from pipelines.sources import RunSource
 from pipelines.storage import OPTIONS_VARIABLE, redact
 from tracelake.home import dagster_home, opening_instance, skip_history_fsync
 from transforms.docs import first_sentence
-from transforms.pipeline import discard_marts_ahead
 from transforms.report_files import finish_reports_ahead
 from transforms.units import plural
 
@@ -66,7 +65,7 @@ class Target:
         return {
             "source": TraceSourceResource(url=self.source_url, storage_options_json=options),
             "lake": LakeResource(url=self.lake_url, storage_options_json=options, catalog=self.catalog),
-            "ingest_settings": IngestSettingsResource(parallelism=self.parallelism, work_ahead=True),
+            "ingest_settings": IngestSettingsResource(parallelism=self.parallelism, report_ahead=True),
         }
 
 
@@ -102,7 +101,6 @@ def materialize_run(target: Target, run: RunSource, position: str) -> tuple[bool
                 print(f"WARNING run {run.run_id}: check {check} failed: {_why(evaluation)}", flush=True)
         return result.success, counter.errors
     finally:
-        discard_marts_ahead()
         finish_reports_ahead()
         progress_log.removeHandler(counter)
 

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -59,8 +56,6 @@ class CommittedRun:
     staged: StagedRun | None
     marts: list[MartResult]
     commit: RunCommit
-    started_at: float
-    """``time.perf_counter()`` when building the marts began (before the commit's step, when built ahead)."""
 
 
 def _mart_sources(marts: list[MartResult]) -> dict[str, str]:
@@ -82,79 +77,6 @@ def _building(lake: Lake, settings: MartSettings, tmp: Path) -> duckdb.DuckDBPyC
     return con
 
 
-@dataclass
-class _MartsAhead:
-    """A staged run's marts being built before the step that commits them."""
-
-    built: Future[tuple[duckdb.DuckDBPyConnection, list[MartResult]]]
-    started_at: float
-    resources: ExitStack
-    """The build's scratch folder and connection, released on close."""
-    select: set[str] | None
-    settings: MartSettings
-
-
-_marts_ahead: dict[tuple[str, str, str], _MartsAhead] = {}
-_marts_ahead_lock = threading.Lock()
-
-
-def build_marts_ahead(
-    lake: Lake, staged: StagedRun, *, select: set[str] | None = None, settings: MartSettings | None = None
-) -> None:
-    """Start building ``staged``'s marts on a thread of its own, for :func:`commit_staged_run` to take over.
-
-    For a process whose commit step follows the staging in the same process (``tracelake ingest``): between them
-    Dagster records the raw tables' materializations and starts the step (~0.3 s of Python on one core). Nothing is
-    committed here; a commit with other marts or settings builds its own.
-    """
-    settings = settings or MartSettings()
-    ahead = _MartsAhead(Future(), time.perf_counter(), ExitStack(), select, settings)
-
-    def build() -> None:
-        try:
-            tmp = ahead.resources.enter_context(scratch_dir("marts"))
-            con = ahead.resources.enter_context(_building(lake, settings, tmp))
-            register_run_tables(con, staged.run.run_id, staged.files)
-            ahead.built.set_result((con, build_marts(con, select=select)))
-        except BaseException as exc:  # raised again by the commit that takes it over
-            ahead.resources.close()
-            ahead.built.set_exception(exc)
-
-    with _marts_ahead_lock:
-        _marts_ahead[(lake.url, staged.run.run_id, staged.version)] = ahead
-    threading.Thread(target=build, name="marts-ahead", daemon=True).start()
-
-
-def discard_marts_ahead() -> None:
-    """Let go of the marts built ahead that no commit took (their run failed first): each one's folder and
-    connection go once its build ends, without waiting for it here."""
-    with _marts_ahead_lock:
-        untaken = list(_marts_ahead.values())
-        _marts_ahead.clear()
-    for ahead in untaken:
-        ahead.built.add_done_callback(lambda _, resources=ahead.resources: resources.close())
-
-
-@contextmanager
-def _built_marts(
-    lake: Lake, staged: StagedRun, select: set[str] | None, settings: MartSettings
-) -> Iterator[tuple[duckdb.DuckDBPyConnection, list[MartResult], float]]:
-    """The staged run's marts built on a connection that lives until the block ends, and ``time.perf_counter()``
-    when their build began: those built ahead with this selection and these settings if there are, else built now."""
-    with _marts_ahead_lock:
-        ahead = _marts_ahead.pop((lake.url, staged.run.run_id, staged.version), None)
-    if ahead is not None and (ahead.select, ahead.settings) == (select, settings):
-        with ahead.resources:
-            yield *ahead.built.result(), ahead.started_at
-        return
-    if ahead is not None:
-        ahead.built.add_done_callback(lambda _: ahead.resources.close())
-    started_at = time.perf_counter()
-    with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
-        register_run_tables(con, staged.run.run_id, staged.files)
-        yield con, build_marts(con, select=select), started_at
-
-
 def commit_staged_run(
     lake: Lake, staged: StagedRun, *, select: set[str] | None = None, settings: MartSettings | None = None
 ) -> CommittedRun:
@@ -164,7 +86,9 @@ def commit_staged_run(
     """
     settings = settings or MartSettings()
     run_id = staged.run.run_id
-    with _built_marts(lake, staged, select, settings) as (con, marts, started_at):
+    with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
+        register_run_tables(con, run_id, staged.files)
+        marts = build_marts(con, select=select)
         sources = _failed_checks(con, marts) | _mart_sources(marts)
         info = {"version": staged.version, "fingerprint": fingerprint(staged.run.traces), "source": staged.run.url}
         # The staged raw files become the lake's as they are: no second encoding of the largest tables.
@@ -177,7 +101,7 @@ def commit_staged_run(
             remove_files(lake, [url for urls in placed.values() for url in urls if url not in adopted])
         expire_old_versions(con, settings.retention)
     discard_staging(lake, run_id, staged.version)
-    return CommittedRun(staged, marts, commit, started_at)
+    return CommittedRun(staged, marts, commit)
 
 
 def rebuild_marts(
@@ -189,7 +113,6 @@ def rebuild_marts(
     over the new ones (up to :data:`REBUILD_ATTEMPTS` times), never committed beside them.
     """
     settings = settings or MartSettings()
-    started_at = time.perf_counter()
     for attempt in range(1, REBUILD_ATTEMPTS + 1):
         with scratch_dir("marts") as tmp, _building(lake, settings, tmp) as con:
             built_on = register_run_tables(con, run_id)
@@ -202,7 +125,7 @@ def rebuild_marts(
                 log.warning("%s; building its marts again", exc)
                 continue
             expire_old_versions(con, settings.retention)
-        return CommittedRun(None, marts, commit, started_at)
+        return CommittedRun(None, marts, commit)
     raise AssertionError("unreachable")
 
 

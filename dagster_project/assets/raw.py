@@ -21,7 +21,7 @@ from pipelines.identity import TraceFile
 from pipelines.ingest import StagedTrace, save_staged_run, stage_run_tables, stage_trace
 from pipelines.sources import RunSource, discover_runs
 from pipelines.tables import RAW_TABLES
-from transforms.pipeline import build_marts_ahead, commit_staged_run
+from transforms.pipeline import commit_staged_run
 
 RAW_DESCRIPTIONS = {
     "kernels": "GPU kernels (and MTIA device events) with launch config, occupancy and NCCL collective args.",
@@ -174,8 +174,6 @@ def stage_raw_tables(
     selection = context.run.asset_selection  # None or empty: the whole job, marts included
     if not selection or any(key.path[0] == "marts" for key in selection):
         save_staged_run(handle, result)
-        if ingest_settings.work_ahead and not selection:  # the whole job: every mart
-            build_marts_ahead(handle, result, settings=ingest_settings.mart_settings())
         state = "staged"
     else:
         commit_staged_run(handle, result, select=set(), settings=ingest_settings.mart_settings())

@@ -4,6 +4,7 @@ and its scratch folder goes once taken, or once discarded and ended."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -19,6 +20,14 @@ from tests.support.parsed import parse_file, table_differences
 from tests.support.servers import EXAMPLE_TRACES
 
 SOURCE = next((EXAMPLE_TRACES / "rocm_mi250").glob("*.json.gz"))
+
+
+@pytest.fixture
+def scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    (tmp_path / "scratch").mkdir()
+    return tmp_path / "scratch"
 
 
 def _trace(path: Path) -> TraceFile:
