@@ -1,5 +1,6 @@
 """Each run's HTML report: written by ingest next to the lake, checked in a real headless Chromium (text, chart
-sizes, no overflow, a screenshot that is not blank), with the run's numbers in its charts; linked from Dagster."""
+sizes, no overflow, a screenshot that is not blank), with the run's numbers in its charts; linked from Dagster; a
+report started ahead taken over by the report's step, once."""
 
 from __future__ import annotations
 
@@ -137,7 +138,6 @@ def test_report_materialization_links_the_file(tmp_path):
     link = event.asset_materialization.metadata["report"]
     assert link.value == str(lake / "reports" / "rocm_mi250.html")
     assert Path(link.value).read_text().startswith("<!DOCTYPE html>")
-
 
 
 @pytest.fixture
