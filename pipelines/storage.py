@@ -10,9 +10,9 @@ import fsspec
 from fsspec.core import url_to_fs
 
 HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
+"""Connect and read timeout of every object-store request, in seconds."""
 OPTIONS_VARIABLE = "TRACELAKE_STORAGE_OPTIONS"
 """fsspec options as JSON (credentials included): read from the environment, so no secret is stored in a run's config."""
-"""Connect and read timeout of every object-store request, in seconds."""
 
 
 def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
