@@ -57,9 +57,13 @@ def _stamp(path: Path) -> str:
     return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
+def _record(path: Path) -> Path:
+    return path.with_name(path.name + VERIFIED_SUFFIX)
+
+
 def _verified_unchanged(path: Path) -> bool:
     try:
-        return (path.parent / (path.name + VERIFIED_SUFFIX)).read_text() == _stamp(path)
+        return _record(path).read_text() == _stamp(path)
     except OSError:
         return False
 
@@ -68,10 +72,10 @@ def _mark_verified(paths: list[Path]) -> None:
     """Record that DuckDB has checked these files as they are now; where the folder is read-only, nothing."""
     for path in paths:
         with contextlib.suppress(OSError):
-            marker = path.parent / (path.name + VERIFIED_SUFFIX)
-            temporary = marker.with_name(f"{marker.name}.{os.getpid()}")
+            record = _record(path)
+            temporary = record.with_name(f"{record.name}.{os.getpid()}")
             temporary.write_text(_stamp(path))
-            temporary.replace(marker)  # whole or not at all, whichever process writes it
+            temporary.replace(record)  # whole or not at all, whichever process writes it
 
 
 def _checked_before(names: tuple[str, ...], config: dict[str, Any]) -> bool:
