@@ -39,7 +39,7 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 sys.path.insert(0, str(ROOT))
 
 from bench.make_trace import DEFAULT_SOURCE  # noqa: E402
-from tracelake.home import POOLED_EVENT_LOG, QUIET  # noqa: E402
+from dagster_project.home import POOLED_EVENT_LOG, QUIET  # noqa: E402
 
 QUIET_LOAD = 0.5  # 1-minute load average below which the machine counts as quiet
 QUIET_OTHERS_CORES = 0.15  # CPU other processes may use, on average, while the bench runs

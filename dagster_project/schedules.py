@@ -7,17 +7,16 @@ never ingests a file set twice.
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from dagster_project.jobs import ingest_job
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import TraceSourceResource
 from dagster_project.run_requests import FILES_TAG, ingest_request
+from pipelines.settings import SCHEDULE_CRON
 from pipelines.watch import WatchState, scan
 
-CRON = os.environ.get("TRACELAKE_SCHEDULE_CRON", "*/15 * * * *")
+CRON = SCHEDULE_CRON.value()
 
 
 @dg.schedule(job=ingest_job, cron_schedule=CRON, default_status=dg.DefaultScheduleStatus.STOPPED)

@@ -20,10 +20,16 @@ from typing import Any
 import duckdb
 import fsspec
 
-from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.checks import (
-    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, NEGATIVE_BYTES, bad_time_counts, message,
+    BAD_TIMES,
+    CHUNK_CHECKS,
+    CODES,
+    DROPPED_CODES,
+    NEGATIVE_BYTES,
+    bad_time_counts,
+    message,
 )
+from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
@@ -315,7 +321,7 @@ class _EventLoader:
 
     def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:
         """Join each table's parts into its Parquet file, with identity (run, trace, rank) in front and absolute
-        times: the file the lake adopts as it is (:func:`pipelines.commit.replace_run`).
+        times: the file the lake adopts as it is (:func:`pipelines.lake.commit.replace_run`).
 
         Tables are written ``workers`` at a time: a small table's statement is mostly fixed cost
         on one thread, which the other table's work fills in."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-# How the lake's data files are written, by the parse and by DuckLake (the lake's options, :mod:`pipelines.lake`):
+# How the lake's data files are written, by the parse and by DuckLake (the lake's options, :mod:`pipelines.lake.lake`):
 # Parquet 2.0 encodings (delta-packed integers such as times and event numbers, delta-length strings) and zstd.
 # Against 1.0's plain and dictionary pages, the raw tables of a 234 MB trace take 3.3 MB instead of 8.3 MB, are
 # written faster, and read faster: its models built in 3.0 s instead of 3.3 s.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 
 from pipelines.schema import ARG_TYPES
 
@@ -226,13 +227,81 @@ no typed column reads, so that nothing in a trace is dropped."""
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""
 
-RAW_TABLES: tuple[str, ...] = (
-    *EVENT_TABLES,
-    "steps",
-    "devices",
-    "process_groups",
-    "trace_metadata",
-    "traces",
-    "quality_issues",
-)
-"""Every raw table a run's ingest writes."""
+TRACES_COLUMNS = {
+    "trace_id": "VARCHAR",
+    "rank": "BIGINT",
+    "source_uri": "VARCHAR",
+    "size_bytes": "BIGINT",
+    "etag": "VARCHAR",
+    "event_count": "BIGINT",
+    "schema_version": "BIGINT",
+    "base_time_ns": "BIGINT",
+    "window_start_ns": "BIGINT",
+    "window_end_ns": "BIGINT",
+    "parser_version": "VARCHAR",
+    "quality_notes": "VARCHAR",
+    "status": "VARCHAR",
+    "rank_source": "VARCHAR",
+    "world_size": "BIGINT",
+    "backend": "VARCHAR",
+    "run_source_uri": "VARCHAR",
+    "ingested_at": "TIMESTAMPTZ",
+}
+"""The ``traces`` table's columns after ``run_id``: one row per trace file of the run (:mod:`pipelines.staging.run`)."""
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """What one raw table holds: a line for people, and the meaning of its columns beyond the common ones
+    (``transforms.docs.COMMON_COLUMNS``) where a name does not say it."""
+
+    summary: str
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+RAW_TABLES: dict[str, RawTable] = {
+    "kernels": RawTable("one row per GPU kernel (and MTIA device event), with launch configuration, occupancy and "
+                        "NCCL collective args", {
+        "queued": "time the kernel waited in its queue, from the trace", "registers_per_thread": "registers per thread",
+        "shared_memory_bytes": "static + dynamic shared memory", "blocks_per_sm": "blocks per SM (launch config)",
+        "warps_per_sm": "warps per SM", "est_achieved_occupancy_pct": "profiler's estimated achieved occupancy, in %",
+        "collective_name": "NCCL collective (allreduce, allgather, ...)", "in_msg_nelems": "input elements",
+        "out_msg_nelems": "output elements", "group_size": "ranks in the collective's group"}),
+    "gpu_memcpy": RawTable("one row per GPU memory copy", {
+        "bytes": "bytes copied", "memory_bandwidth_gbps": "as the trace says"}),
+    "gpu_memset": RawTable("one row per GPU memset", {
+        "bytes": "bytes set", "memory_bandwidth_gbps": "as the trace says"}),
+    "gpu_syncs": RawTable("one row per cuda_sync event (stream, event and device synchronization)"),
+    "runtime_calls": RawTable("one row per CUDA/HIP/XPU/MTIA runtime or driver call (cudaLaunchKernel, ...), with its "
+                              "correlation id"),
+    "cpu_ops": RawTable("one row per host operator (cat cpu_op): ATen ops and record_function ranges, with input "
+                        "shapes and record_param_comms args"),
+    "annotations": RawTable("one row per user annotation (record_function: ProfilerStep#N, DataLoader, nccl:*) and "
+                            "GPU user annotation"),
+    "python_functions": RawTable("one row per Python function event (with_stack=True / with_modules=True)"),
+    "profiler_spans": RawTable("the profiler's own spans (PyTorch Profiler (N), buffer flushes)"),
+    "memory_events": RawTable("one row per allocator event ([memory], profile_memory=True): bytes, totals, address, "
+                              "device", {
+        "total_allocated_bytes": "allocated on the device after the event",
+        "total_reserved_bytes": "reserved by the caching allocator after the event"}),
+    "markers": RawTable("instant events other than memory (Iteration Start, Record Window End)"),
+    "flows": RawTable("one row per flow event (ac2g launch links, fwdbwd autograd links)"),
+    "track_names": RawTable("process and thread names, labels and sort order (M events)"),
+    "other_events": RawTable("every event no other raw table takes, kept so that nothing is lost"),
+    "steps": RawTable("one row per ProfilerStep#N range on the host"),
+    "devices": RawTable("one row per device in deviceProperties (GPU name, memory, SMs)", {
+        "total_global_mem_bytes": "the GPU's memory", "num_sms": "streaming multiprocessors"}),
+    "process_groups": RawTable("one row per process group in distributedInfo.pg_config"),
+    "trace_metadata": RawTable("top-level keys of the trace other than traceEvents, value as JSON"),
+    "traces": RawTable("one row per trace file: where it came from, its rank, size, window, parser and status", {
+        "source_uri": "the trace file's URL", "size_bytes": "the file's size as stored",
+        "event_count": "events in traceEvents", "base_time_ns": "baseTimeNanoseconds (0 for legacy traces)",
+        "window_start_ns": "first event's start", "window_end_ns": "last event's end",
+        "quality_notes": "problems found while parsing",
+        "status": "ok; partial (events lost, or salvaged from a damaged file); failed (no event read)"}),
+    "quality_issues": RawTable("one row per problem found in a trace (truncation, missing rank, failed check, ...)", {
+        "severity": "error or warning", "code": "a short stable name of the problem", "message": "what was found",
+        "count": "how many times"}),
+}
+"""Every raw table a run's ingest writes: the event tables, then those made from the trace's other keys, then the
+run's own. The one registry of raw tables: the parse, the commit, ``tracelake tables`` and Dagster's assets read it."""

@@ -8,9 +8,9 @@ from typing import Any
 
 import duckdb
 
-from pipelines.lake import ALIAS, LAYERS, Lake
-from transforms.catalog import SEARCH_PATH
-from transforms.run_scope import scope_to_run
+from pipelines.lake.lake import ALIAS, LAYERS, Lake
+from pipelines.lake.read import SEARCH_PATH
+from pipelines.lake.run_scope import scope_to_run
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 MEMORY_LIMIT = os.environ.get("TRACELAKE_SQL_MEMORY_LIMIT", "4GB")

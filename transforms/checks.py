@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 
 from transforms.models import SqlModel
+from transforms.units import is_duration, is_ratio
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,8 @@ def check_queries(model: SqlModel, columns: list[str], sql_root: Path) -> dict[s
     """
     table = _quote(model.name)
     grain = ", ".join(_quote(c) for c in model.grain)
-    ratios = [c for c in columns if c.endswith("_ratio")]
-    durations = [c for c in columns if c.endswith("_ns") and not c.endswith(("ts_ns", "start_ns", "end_ns"))]
+    ratios = [c for c in columns if is_ratio(c)]
+    durations = [c for c in columns if is_duration(c)]
     violations = [f"{_quote(c)} not between 0 and 1" for c in ratios] + [f"{_quote(c)} < 0" for c in durations]
     checks = {
         "grain_unique": (

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.lake.run_scope import scope_to_run
 from pipelines.rows import sql_path
 from pipelines.tables import RAW_TABLES
 from transforms import critical_path, op_tree, step_segments
 from transforms.checks import CheckResult, run_checks
 from transforms.graph import chain_lengths, readers, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
-from transforms.run_scope import scope_to_run
 from transforms.sql_functions import release_freed_memory
 
 log = logging.getLogger(__name__)

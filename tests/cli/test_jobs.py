@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from tests.cli.conftest import tracelake
-from transforms.catalog import open_lake, table_names
+from pipelines.lake.read import open_lake, table_names
 
 
 def _row_counts(lake: Path) -> dict[str, list[tuple]]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from tests.cli.conftest import REPO, sql_rows, tracelake
-from transforms.catalog import table_files
+from pipelines.lake.read import table_files
 
 COUNTS = "select run_id, count(*) as n from kernels group by all order by run_id"
 

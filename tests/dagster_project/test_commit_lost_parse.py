@@ -15,7 +15,7 @@ from pipelines.ingest import new_version, stage_run_tables, stage_trace
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake.ingest import ingest
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 from transforms.pipeline import commit_staged_run
 
 pytestmark = pytest.mark.slow

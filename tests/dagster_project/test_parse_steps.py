@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.servers import EXAMPLE_TRACES, ROOT
 from tests.support.steps_job import FAILING
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 
 pytestmark = pytest.mark.slow
 

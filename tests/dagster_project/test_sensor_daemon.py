@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 
 from tests.support.servers import EXAMPLE_TRACES, ROOT, process_group, wait_for
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.commit import replace_run
-from pipelines.lake import ALIAS, Lake
+from pipelines.lake.commit import replace_run
+from pipelines.lake.lake import ALIAS, Lake
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
 from transforms.pipeline import MartSettings, commit_staged_run, ingest_run, stage_run

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.extensions import VERIFIED_SUFFIX
+from pipelines.lake.extensions import VERIFIED_SUFFIX
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = ("ducklake", "sqlite")
 # One process's connection: whether it skipped DuckDB's signature check, and the extensions it loaded.
 CONNECT = """
 import json, sys
-from pipelines.extensions import extension_connection
+from pipelines.lake.extensions import extension_connection
 con = extension_connection(tuple(sys.argv[2:]), {"extension_directory": sys.argv[1]})
 (unsigned,) = con.execute("select current_setting('allow_unsigned_extensions')").fetchone()
 loaded = sorted(row[0] for row in con.execute("select extension_name from duckdb_extensions() where loaded").fetchall())

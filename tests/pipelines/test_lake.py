@@ -17,11 +17,11 @@ import duckdb
 import orjson
 import pytest
 
-from pipelines.lake import LAYERS, Lake
-from pipelines.maintenance import run_history
+from pipelines.lake.lake import LAYERS, Lake
+from pipelines.lake.maintenance import run_history
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 from transforms import pipeline
 from transforms.pipeline import MartSettings, ingest_run, rebuild_marts
 

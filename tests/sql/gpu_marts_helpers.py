@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from transforms.models import discover_models
 from transforms.pipeline import ingest_run

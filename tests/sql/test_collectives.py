@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from transforms.pipeline import ingest_run
 

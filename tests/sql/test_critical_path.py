@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from tests.sql.diag_fixtures import CPU_PID, CPU_TID, GPU_STREAM, cpu_op, kernel, launch, step, write_trace
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 from transforms.critical_path import host_chains, longest_path_split
 from transforms.pipeline import ingest_run
 

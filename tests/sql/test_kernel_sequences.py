@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 from transforms.pipeline import ingest_run
 
 pytestmark = [pytest.mark.slow,

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.identity import trace_id_for
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 from transforms.pipeline import MartSettings, ingest_run
 
 SHARED = Path(os.environ.get("TRACELAKE_SHARED_TRACES", "/work/shared/traces"))

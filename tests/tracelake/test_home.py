@@ -16,11 +16,11 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from sqlalchemy import create_engine, text
 
-import tracelake.home
+import dagster_project.home
 from dagster_project.event_log import PooledSqliteEventLogStorage
 from tests.cli.conftest import tracelake as run_tracelake
 from tests.support.servers import EXAMPLE_TRACES
-from tracelake.home import POOLED_EVENT_LOG, QUIET, dagster_home, skip_history_fsync
+from dagster_project.home import POOLED_EVENT_LOG, QUIET, dagster_home, skip_history_fsync
 
 FULL, OFF = 2, 0  # PRAGMA synchronous values
 
@@ -48,7 +48,7 @@ def test_a_new_home_names_the_pooled_event_log_a_users_own_stays(tmp_path: Path,
     users.mkdir()
     (default / "dagster.yaml").write_text(QUIET)  # what the default home held before
     (users / "dagster.yaml").write_text(QUIET)  # the same text, of a user's own
-    monkeypatch.setattr(tracelake.home, "DEFAULT_HOME", default)
+    monkeypatch.setattr(dagster_project.home, "DEFAULT_HOME", default)
 
     for home in (default, new, users):
         monkeypatch.setenv("DAGSTER_HOME", str(home))

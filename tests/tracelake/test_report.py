@@ -17,16 +17,16 @@ from dagster_project.assets.marts import marts
 from dagster_project.assets.raw import raw_tables
 from dagster_project.assets.report import report
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from tests.support.browser import LAYOUT, chromium
 from tests.support.png import decode_png
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake import open_lake
 from transforms import report_files
-from transforms.charts import CATEGORY_COLORS
+from transforms.report.charts import CATEGORY_COLORS
 from transforms.pipeline import ingest_run
-from transforms.report import PERFETTO_URL
+from transforms.report.pages import PERFETTO_URL
 from transforms.units import format_ns
 
 RUNS = ("cpu_mlp", "nccl_rank0_of_2", "rocm_mi250", "simple_add")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from tests.transforms.test_models import CONTRACT, contract_tables
-from transforms.catalog import open_lake
+from pipelines.lake.read import open_lake
 from transforms.pipeline import ingest_run
 
 

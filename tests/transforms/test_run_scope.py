@@ -14,16 +14,16 @@ from types import ModuleType
 import duckdb
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
-from transforms.catalog import read_lake
+from pipelines.lake.read import read_lake
 from tracelake import query
 from tracelake.query import run_query
 from transforms import report_files, run_scope
 from transforms.pipeline import ingest_run
-from transforms.report_files import write_run_report
-from transforms.run_scope import scope_to_run
+from transforms.report.files import write_run_report
+from pipelines.lake.run_scope import scope_to_run
 
 RUNS = ("simple_add", "rocm_mi250")
 

@@ -1,23 +1,22 @@
 """Writes the rendered pages into the lake: ``LAKE/reports/<run_id>.html`` and the fleet view ``LAKE/reports/index.html``.
 
-A thin layer over :mod:`transforms.report`, which renders from tables alone; this module knows where files go.
+A thin layer over :mod:`transforms.report.pages`, which renders from tables alone; this module knows where files go.
 """
 
 from __future__ import annotations
 
 import posixpath
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import duckdb
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
+from pipelines.lake.read import read_lake
+from pipelines.lake.run_scope import scope_to_run
+from pipelines.retry import retrying
 from pipelines.storage import filesystem
-from transforms.catalog import read_lake
-from transforms.report import render_fleet_view, render_run_report
-from transforms.run_scope import scope_to_run
+from transforms.report.pages import render_fleet_view, render_run_report
 
 EMBED_LIMIT_BYTES = 16 << 20  # traces up to this size ride inside the report for "Open in Perfetto"
 RENDER_ATTEMPTS = 5  # a page is read again when a concurrent ingest replaced the files it was reading
@@ -47,14 +46,10 @@ def _write(lake: Lake, name: str, html: str) -> str:
 def _render(lake: Lake, render: Callable[[duckdb.DuckDBPyConnection], str]) -> str:
     """``render`` on a fresh reading connection, again when another ingest committed meanwhile and deleted files it
     found (in the catalog or through DuckLake's snapshot): the next reading sees the new version."""
-    for attempt in range(1, RENDER_ATTEMPTS + 1):
-        with read_lake(lake) as con:
-            try:
-                return render(con)
-            except duckdb.IOException:
-                if attempt == RENDER_ATTEMPTS:
-                    raise
-    raise AssertionError("unreachable")
+    for attempt in retrying(RENDER_ATTEMPTS, retry_on=lambda exc: isinstance(exc, duckdb.IOException)):
+        with attempt, read_lake(lake) as con:
+            return render(con)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def write_run_report(lake: Lake, run_id: str) -> str:
@@ -67,46 +62,6 @@ def write_run_report(lake: Lake, run_id: str) -> str:
         return render_run_report(con, run_id, trace_files=_trace_files(con, run_id, lake.options))
 
     return _write(lake, f"{run_id}.html", _render(lake, render))
-
-
-_reports_ahead: dict[tuple[str, str], Future[str]] = {}
-_reports_ahead_lock = threading.Lock()
-
-
-def start_run_report(lake: Lake, run_id: str) -> None:
-    """Start writing the run's report on a thread of its own, for :func:`run_report` to take over.
-
-    For a process whose report step follows the commit of the marts (``tracelake ingest``): between them Dagster
-    records the marts' materializations and checks, ~0.5 s of Python on one core, which the report's reads and its
-    chart helper then overlap. The report is of the run as just committed."""
-    report: Future[str] = Future()
-
-    def write() -> None:
-        try:
-            report.set_result(write_run_report(lake, run_id))
-        except BaseException as exc:  # raised again by run_report, in the report's step
-            report.set_exception(exc)
-
-    with _reports_ahead_lock:
-        _reports_ahead[(lake.url, run_id)] = report
-    threading.Thread(target=write, name="report-ahead", daemon=True).start()
-
-
-def run_report(lake: Lake, run_id: str) -> str:
-    """The URL of the run's report: the one :func:`start_run_report` started, once written, else written now."""
-    with _reports_ahead_lock:
-        report = _reports_ahead.pop((lake.url, run_id), None)
-    return report.result() if report is not None else write_run_report(lake, run_id)
-
-
-def finish_reports_ahead() -> None:
-    """Wait for the reports started ahead that no step took (their run failed after the commit) and let them go, so
-    that no later step takes a stale one and no exit cuts one short; a failure among them was their step's to report."""
-    with _reports_ahead_lock:
-        untaken = list(_reports_ahead.values())
-        _reports_ahead.clear()
-    for report in untaken:
-        report.exception()
 
 
 def write_fleet_view(lake: Lake, *, baselines: dict[str, str] | None = None) -> str:

@@ -3,7 +3,7 @@
 Pure functions of the tables (``tracelake.open_lake(lake)`` gives such a connection). The run report leads with
 what to do (``recommendations``, the ``stragglers`` verdict) and then shows where the time went: per-rank step
 breakdown, overlap, GPU utilization, memory, and the top kernels, ops and source lines. A section whose table is
-not in the lake, or has no rows for the run, is left out or says why. Charts are static SVG (:mod:`transforms.charts`);
+not in the lake, or has no rows for the run, is left out or says why. Charts are static SVG (:mod:`transforms.report.charts`);
 the only script is the "Open in Perfetto" button's.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -19,9 +18,17 @@ from typing import Any
 
 import duckdb
 
-from transforms import charts
-from transforms.units import (duration_unit, format_bytes, format_ns, format_ratio, format_timestamp_ns, format_value,
-                              plural, size_unit)
+from transforms.report import charts
+from transforms.units import (
+    duration_unit,
+    format_bytes,
+    format_ns,
+    format_ratio,
+    format_timestamp_ns,
+    format_value,
+    plural,
+    size_unit,
+)
 
 TOP = 15
 MEMORY_POINTS = 600  # buckets per memory series: the curve's shape (each bucket keeps its maximum), a light page
@@ -116,23 +123,8 @@ def _device(device: int | None) -> str:
     return "CPU" if device is None or device < 0 else f"GPU{device}"
 
 
-class _Charts:
-    """A page's charts, each rendering (:func:`transforms.charts.svg_later`) while the page's next queries run;
-    the page holds a slot for each until :meth:`place` puts the SVGs in. A slot is an HTML comment, which no
-    escaped text can make."""
-
-    def __init__(self) -> None:
-        self._svgs: list[Callable[[], str]] = []
-
-    def slot(self, chart: charts.Spec) -> str:
-        self._svgs.append(charts.svg_later(chart))
-        return f'<div class="chart"><!--chart {len(self._svgs) - 1}--></div>'
-
-    def place(self, html: str) -> str:
-        return _CHART_SLOT.sub(lambda slot: self._svgs[int(slot.group(1))](), html)
-
-
-_CHART_SLOT = re.compile(r"<!--chart (\d+)-->")
+def _chart(spec: charts.Spec) -> str:
+    return f'<div class="chart">{charts.to_svg(spec)}</div>'
 
 
 def _missing(text: str) -> str:
@@ -221,7 +213,7 @@ def _has_steps(t: _Tables, run_id: str) -> bool:
 
 
 def _per_rank_bars(
-    t: _Tables, page: _Charts, run_id: str, table: str, parts: Sequence[str], has_steps: bool
+    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool
 ) -> str:
     """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep)."""
     select = ", ".join(f"avg({p}_ns) as {p}" for p in parts)
@@ -233,7 +225,7 @@ def _per_rank_bars(
     value_title = "mean time per step" if has_steps else "time over the whole trace"
     note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
                                  "the bar is the whole trace window, not a step.</p>")
-    return note + page.slot(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
+    return note + _chart(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
 
 
 def _run_start(t: _Tables, run_id: str) -> int | None:
@@ -248,7 +240,7 @@ def _series_label(rank: int, device: int | None, trace_id: str, traces_per_rank:
     return f"{label} ({trace_id})" if traces_per_rank > 1 else label
 
 
-def _gpu_utilization(t: _Tables, page: _Charts, run_id: str, start: int | None) -> str | None:
+def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
     if not t.has("gpu_utilization_timeline"):
         return None
     rows = t.rows("""
@@ -272,10 +264,10 @@ def _gpu_utilization(t: _Tables, page: _Charts, run_id: str, start: int | None) 
                                        ("gpu_utilization_ratio", "GPU utilization"),
                                        ("est_sm_efficiency_ratio", "est. SM efficiency"),
                                        ("est_achieved_occupancy_ratio", "est. achieved occupancy")])
-    return page.slot(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
+    return _chart(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
 
 
-def _memory(t: _Tables, page: _Charts, run_id: str, start: int | None) -> str | None:
+def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
     if not t.has("memory_timeline"):
         return None
     rows = t.rows(f"""
@@ -312,10 +304,10 @@ def _memory(t: _Tables, page: _Charts, run_id: str, start: int | None) -> str | 
         table = html_table(peak_rows, [("rank", "rank"), ("trace_id", "trace"), ("device_label", "device"),
                                        ("peak_allocated_bytes", "peak allocated"),
                                        ("peak_reserved_bytes", "peak reserved"), ("peak_step", "in step")])
-    return page.slot(charts.time_series(points, y_title="allocated", y_kind="bytes", peaks=peaks)) + table
+    return _chart(charts.time_series(points, y_title="allocated", y_kind="bytes", peaks=peaks)) + table
 
 
-def _top_kernels(t: _Tables, page: _Charts, run_id: str) -> str | None:
+def _top_kernels(t: _Tables, run_id: str) -> str | None:
     if not t.has("kernel_stats"):
         return None
     rows = t.rows(f"""
@@ -329,7 +321,7 @@ def _top_kernels(t: _Tables, page: _Charts, run_id: str) -> str | None:
         r["rank_no"] = f"#{i}"
     chart = charts.ranked_time_bars([{"name": r["name"], "value_ns": r["total_ns"]} for r in rows],
                                     value_title="total GPU time")
-    return page.slot(chart) + html_table(rows, [("rank_no", "#"), ("name", "kernel"), ("kernel_type", "type"),
+    return _chart(chart) + html_table(rows, [("rank_no", "#"), ("name", "kernel"), ("kernel_type", "type"),
                                              ("calls", "calls"), ("total_ns", "total"), ("mean_ns", "mean")])
 
 
@@ -400,7 +392,7 @@ def run_report_sections(
 ) -> list[Section]:
     """The report's sections in reading order, each present only when its table exists (and, for the newer
     analyses, has rows for the run)."""
-    t, page = _Tables(con), _Charts()
+    t = _Tables(con)
     has_steps = _has_steps(t, run_id)
     start = _run_start(t, run_id)
     parts: list[tuple[str, str, str | None]] = [
@@ -408,18 +400,18 @@ def run_report_sections(
         ("Stragglers", "stragglers", _stragglers(t, run_id)),
         ("Run", "run", _summary(t, run_id)),
         ("Step time per rank" if has_steps else "Time per rank (no steps)", "steps",
-         _per_rank_bars(t, page, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
+         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
         ("Computation and communication overlap per rank", "overlap",
-         _per_rank_bars(t, page, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
+         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
          if t.has("comm_overlap_by_step") else None),
-        ("GPU utilization over time", "gpu", _gpu_utilization(t, page, run_id, start)),
-        ("Memory allocated over time, with peaks", "memory", _memory(t, page, run_id, start)),
-        (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, page, run_id)),
+        ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
+        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start)),
+        (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id)),
         (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id)),
         (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id)),
         ("Traces", "traces", _traces(t, run_id, trace_files or {})),
     ]
-    return [Section(title, page.place(body), anchor) for title, anchor, body in parts if body is not None]
+    return [Section(title, body, anchor) for title, anchor, body in parts if body is not None]
 
 
 def _page(title: str, subtitle: str, sections: Sequence[Section], *, script: str = "") -> str:
@@ -516,7 +508,7 @@ def _change_text(kind: str, change: float | None) -> str:
     return f"{100 * change:+.1f} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
 
 
-def _fleet_job(page: _Charts, runs: list[dict[str, Any]]) -> str:
+def _fleet_job(runs: list[dict[str, Any]]) -> str:
     points, metrics = [], []
     for key, title, kind, _ in FLEET_METRICS:
         values = [r[key] for r in runs if r[key] is not None]
@@ -536,7 +528,7 @@ def _fleet_job(page: _Charts, runs: list[dict[str, Any]]) -> str:
              "regressed": "yes" if title in r["regressions"] else "no",
              "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
             for r in runs if r[key] is not None and r["first_ts_ns"] is not None]
-    chart = page.slot(charts.run_metric_trends(points, metrics=metrics)) if points else ""
+    chart = _chart(charts.run_metric_trends(points, metrics=metrics)) if points else ""
     table_rows = []
     for r in reversed(runs):  # newest first
         row = dict(r)
@@ -565,7 +557,7 @@ def render_fleet_view(
 ) -> str:
     """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory), each run's
     change against its baseline (the job's previous run, or ``baselines[job]``), regressions flagged."""
-    t, page = _Tables(con), _Charts()
+    t = _Tables(con)
     runs = fleet_runs(t)
     for run in runs:
         run["job"] = job_of(run["run_id"])
@@ -574,8 +566,8 @@ def render_fleet_view(
     for run in runs:
         jobs.setdefault(run["job"], []).append(run)
     regressed = sum(1 for r in runs if r["regressions"])
-    bodies = {job: _fleet_job(page, job_runs) for job, job_runs in sorted(jobs.items())}  # charts render meanwhile
-    sections = [Section(f"{job} ({plural(len(jobs[job]), 'run')})", page.place(body), f"job-{i}")
+    bodies = {job: _fleet_job(job_runs) for job, job_runs in sorted(jobs.items())}
+    sections = [Section(f"{job} ({plural(len(jobs[job]), 'run')})", body, f"job-{i}")
                 for i, (job, body) in enumerate(bodies.items())]
     subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')}; "
                 f"{plural(regressed, 'run')} with a regression of more than {format_ratio(threshold_ratio)} "

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from pipelines.lake import ALIAS, LAYERS, query_catalog
+from pipelines.lake.lake import ALIAS, LAYERS, query_catalog
 from pipelines.rows import sql_path
 
 # Whether the run is in the lake, the tables' columns, the run's live files in them with their full paths
@@ -112,7 +112,7 @@ def _run_tables(
 def scope_to_run(
     con: duckdb.DuckDBPyConnection, run_id: str, tables: Iterable[str] | None = None, *, temporary: bool = True
 ) -> int:
-    """Make each table's bare name on ``con`` (a connection from :func:`transforms.catalog.open_lake`) show only
+    """Make each table's bare name on ``con`` (a connection from :func:`pipelines.lake.read.open_lake`) show only
     ``run_id``'s rows, read from that run's files; ``tables`` limits which names (default: every table).
 
     The views hold the lake as it was when this was called: after a re-ingest of the run, call it again.

@@ -16,8 +16,8 @@ import os
 import posixpath
 import re
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 import duckdb
 
-from pipelines.extensions import extension_connection
+from pipelines.lake.extensions import extension_connection
 from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
-from pipelines.storage import HTTP_TIMEOUT_S, filesystem, full_url, is_local, storage_options_for
+from pipelines.settings import CATALOG
+from pipelines.storage import S3Access, filesystem, full_url, http_timeout_s, is_local
 
 LAYERS = ("raw", "marts")
 ALIAS = "lake"  # the name the lake is attached under in every connection
@@ -35,7 +36,7 @@ CATALOG_FILE = "catalog.sqlite"
 LEGACY_MANIFESTS = "_manifests"  # the layout before DuckLake (tracelake 0.1)
 METADATA = f"__ducklake_metadata_{ALIAS}"  # where the ducklake extension attaches the catalog's own database
 # Indexes on the catalog's tables, for lookups that would otherwise read a whole table, a row per file (and per
-# column), at every commit and query: a run's files by partition value (pipelines.commit.tables_holding_run), and
+# column), at every commit and query: a run's files by partition value (pipelines.lake.commit.tables_holding_run), and
 # on PostgreSQL, which runs DuckLake's filtered metadata reads itself, a table's files, deletes and column stats.
 # A scan of a table reads all its files' statistics for each filtered column (DuckLake prunes them itself, not
 # PostgreSQL): for ``run_id``, every table's first column and so DuckLake's column 1, a covering index answers
@@ -142,26 +143,6 @@ def parse_catalog(spec: str) -> Catalog:
     return Catalog(kind, f"sqlite:{path}" if kind == "sqlite" else path)
 
 
-def _s3_secret(url: str, options: dict[str, Any] | None) -> str:
-    """``CREATE TEMPORARY SECRET`` for DuckDB's httpfs from fsspec options and the AWS environment."""
-    merged = storage_options_for(url, options)
-    endpoint = (merged.get("client_kwargs") or {}).get("endpoint_url") or merged.get("endpoint_url")
-    fields = {
-        "key_id": merged.get("key") or os.environ.get("AWS_ACCESS_KEY_ID"),
-        "secret": merged.get("secret") or os.environ.get("AWS_SECRET_ACCESS_KEY"),
-        "session_token": merged.get("token") or os.environ.get("AWS_SESSION_TOKEN"),
-        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-    }
-    if endpoint:
-        parsed = urlsplit(endpoint)
-        fields |= {"endpoint": parsed.netloc, "use_ssl": parsed.scheme == "https", "url_style": "path"}
-    body = ", ".join(
-        f"{key} {value}" if isinstance(value, bool) else f"{key} {sql_path(value)}"
-        for key, value in fields.items() if value not in (None, "")
-    )
-    return f"create or replace temporary secret tracelake_s3 (type s3, {body})"
-
-
 class Lake:
     """A lake: data at a local path or ``s3://`` URL, and its DuckLake catalog."""
 
@@ -170,7 +151,7 @@ class Lake:
         self.options = options
         self.fs, self.root = filesystem(self.url, options)
         self.local = is_local(self.fs)
-        spec = catalog or os.environ.get("TRACELAKE_CATALOG")
+        spec = catalog or CATALOG.value()
         if not spec and not self.local:
             raise LakeError(
                 f"{url} is on an object store, so its catalog must be named: "
@@ -223,7 +204,8 @@ class Lake:
             )
 
     def connect(
-        self, *, read_only: bool = False, threads: int | None = None, memory_limit: str | None = None
+        self, *, read_only: bool = False, threads: int | None = None, memory_limit: str | None = None,
+        for_users: bool = False,
     ) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with the lake attached as ``lake`` (schemas ``lake.raw``, ``lake.marts``).
 
@@ -237,23 +219,32 @@ class Lake:
         if self.catalog.path is not None and not self.catalog.path.exists():
             raise missing
         try:
-            return self._attach(read_only=True, threads=threads, memory_limit=memory_limit)
+            return self._attach(read_only=True, threads=threads, memory_limit=memory_limit, for_users=for_users)
         except duckdb.Error as exc:  # a server catalog is asked whether it holds a lake only when attaching fails
             if self.exists():
                 raise
             raise missing from exc
 
-    def _attach(
-        self, *, read_only: bool, threads: int | None = None, memory_limit: str | None = None
-    ) -> duckdb.DuckDBPyConnection:
+    def storage_connection(self, *, threads: int | None = None, memory_limit: str | None = None,
+                           extensions: tuple[str, ...] = (), for_users: bool = False) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB that reads and writes the lake's storage (httpfs and a secret for an object store),
+        without the catalog: for files outside it, such as the staging area. ``for_users``: see
+        :func:`pipelines.lake.extensions.extension_connection`."""
         config: dict[str, Any] = {"threads": threads} if threads else {}
         if memory_limit:
             config["memory_limit"] = memory_limit
-        con = extension_connection(self._extensions(), config)
+        con = extension_connection(extensions + (() if self.local else ("httpfs",)), config, for_users=for_users)
         if not self.local:
-            con.execute(f"set http_timeout = {HTTP_TIMEOUT_S}")  # an endpoint that never answers fails, not hangs
+            con.execute(f"set http_timeout = {http_timeout_s()}")  # an endpoint that never answers fails, not hangs
             con.execute("set http_retries = 1")
-            con.execute(_s3_secret(self.url, self.options))
+            con.execute(S3Access.of(self.options).duckdb_secret())
+        return con
+
+    def _attach(
+        self, *, read_only: bool, threads: int | None = None, memory_limit: str | None = None, for_users: bool = False
+    ) -> duckdb.DuckDBPyConnection:
+        con = self.storage_connection(threads=threads, memory_limit=memory_limit, extensions=self._extensions(),
+                                      for_users=for_users)
         if self.catalog.kind == "postgres":
             # The postgres scanner splits a scan into ranges of 1,000 pages, each read whole with the filter (a TID
             # range scan), so DuckLake's read of one table's files read every table's: one query per scan uses the
@@ -283,9 +274,8 @@ class Lake:
         return con
 
     def _extensions(self) -> tuple[str, ...]:
-        """The DuckDB extensions this lake needs: each load checks the signature of a 20-40 MB file (~0.1 s)."""
-        catalog = (self.catalog.kind,) if self.catalog.kind in ("sqlite", "postgres") else ()
-        return ("ducklake", *catalog, *(() if self.local else ("httpfs",)))
+        """The DuckDB extensions the catalog needs (the storage's come with :meth:`storage_connection`)."""
+        return ("ducklake", *((self.catalog.kind,) if self.catalog.kind in ("sqlite", "postgres") else ()))
 
     def _index_catalog(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create the catalog's indexes the first time (DuckLake ignores indexes it did not make)."""

@@ -1,23 +1,19 @@
-"""The Dagster instance home that ``tracelake ingest`` records into and ``tracelake ui`` shows."""
+"""The Dagster instance home that ``tracelake ingest`` records into and ``tracelake ui`` shows (no Dagster import:
+``tracelake ui`` starts without one)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import os
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-
 DEFAULT_HOME = Path("~/.tracelake/dagster").expanduser()
-QUIET = "telemetry:\n  enabled: false\n"  # the default home's whole dagster.yaml before the event log below
-# Named, not imported: ``tracelake ui`` starts without importing Dagster. Its files are where Dagster's
-# default storage keeps them (``home`` is read from DAGSTER_HOME, as is this file); only connections differ.
-POOLED_EVENT_LOG = """\
+QUIET = "telemetry:\n  enabled: false\n"  # the default home's whole dagster.yaml
+# What tracelake 0.2 wrote after QUIET (or alone, in a DAGSTER_HOME): a custom event log storage, since removed.
+# A home whose dagster.yaml is exactly that gets the current one; Dagster's files in it stay as they are.
+_WRITTEN_BY_0_2 = """\
 event_log_storage:
   module: dagster_project.event_log
   class: PooledSqliteEventLogStorage
@@ -35,15 +31,15 @@ def dagster_home() -> Path:
     """``$DAGSTER_HOME`` when set, else ``~/.tracelake/dagster``, created and exported so Dagster finds it.
 
     One default for every command, so the runs an ingest records show in the UI without anything exported.
-    A home without a dagster.yaml gets one naming the pooled event log storage; a user's own is left alone.
+    A home without a dagster.yaml gets one (Dagster's defaults; the default home's without telemetry); a user's
+    own is left alone.
     """
     home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_HOME)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    ours = home == DEFAULT_HOME  # ours is also quiet
-    if not config.exists() or (ours and config.read_text() == QUIET):
+    if not config.exists() or config.read_text() in (_WRITTEN_BY_0_2, QUIET + _WRITTEN_BY_0_2):
         partial = home / f".dagster.yaml.{os.getpid()}"  # whole or not at all: processes may start at once
-        partial.write_text((QUIET if ours else "") + POOLED_EVENT_LOG)
+        partial.write_text(QUIET if home == DEFAULT_HOME else "")
         partial.replace(config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
@@ -69,23 +65,3 @@ def opening_instance(home: Path) -> Iterator[None]:
                 f"{reason}. The lake does not depend on it: move the home aside (it holds "
                 "the run history shown by 'tracelake ui') or point DAGSTER_HOME elsewhere, and ingest again."
             ) from exc
-
-
-@functools.cache  # one listener per home, however often the instance is made
-def skip_history_fsync(home: Path) -> None:
-    """Let the SQLite files of a local Dagster ``home`` commit without waiting for the disk.
-
-    Dagster's SQLite storage opens a connection and commits once or twice per event, about 350 events per run
-    (materializations, checks, step outputs): with SQLite's default fsync per commit that cost ~3,450 fdatasyncs
-    (~1,150 commits), a few seconds of every ingest. Without them a killed process still loses nothing (the OS keeps the writes); only a
-    power loss or OS crash can damage the run history, which records the lake and is not the lake (its catalog
-    keeps its own settings). A home on PostgreSQL is not touched.
-    """
-    prefix = str(home.resolve()) + os.sep
-
-    @event.listens_for(Engine, "connect")
-    def _no_fsync(dbapi_connection: object, _record: object) -> None:
-        if isinstance(dbapi_connection, sqlite3.Connection):
-            files = [row[2] for row in dbapi_connection.execute("pragma database_list")]
-            if any(path.startswith(prefix) for path in files):
-                dbapi_connection.execute("pragma synchronous = off")

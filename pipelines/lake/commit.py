@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import posixpath
 import random
+import shutil
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 import duckdb
 import orjson
 
-from pipelines.lake import ALIAS, LAYERS, query_catalog
+from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog
 from pipelines.rows import sql_path
 
 log = logging.getLogger(__name__)
@@ -259,3 +263,60 @@ def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seco
         if not _is_retryable(exc):
             raise
         log.info("expiring old versions deferred: %s", exc)
+
+
+def place_for_commit(lake: Lake, run_id: str, version: str, files: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``layer.table`` → the run's staged files of the table (``files``, keyed alike), put where the lake keeps the
+    run's files of the table (:meth:`Lake.run_folder`) for the commit to adopt as they are: linked on a local disk,
+    copied inside an object store. The catalog knows them only once the commit lands; :func:`remove_files` takes
+    back those it did not adopt."""
+    placed: dict[str, list[str]] = defaultdict(list)
+    for qualified, urls in files.items():
+        layer, table = qualified.split(".")
+        folder = lake.run_folder(layer, table, run_id)
+        for url in urls:
+            target = posixpath.join(folder, f"tracelake-{version}-{posixpath.basename(url)}")
+            if lake.local:
+                os.makedirs(folder, exist_ok=True)
+                try:
+                    os.link(url, target)
+                except OSError:  # a filesystem without hard links, or the staging folder on another one
+                    shutil.copyfile(url, target)
+            else:
+                lake.fs.copy(url, target)
+            placed[qualified].append(target)
+    return dict(placed)
+
+
+def remove_files(lake: Lake, urls: list[str]) -> None:
+    """Delete ``urls`` from the lake's storage (files placed for a commit that did not adopt them), and on a local
+    disk the folders they leave empty (object stores have no folders)."""
+    if urls:
+        lake.fs.rm(urls)
+    if lake.local:
+        for folder in {posixpath.dirname(url) for url in urls}:
+            with contextlib.suppress(OSError):  # other files of the run may be there
+                os.rmdir(folder)
+
+
+def commit_files(
+    lake: Lake,
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    version: str,
+    files: dict[str, list[str]],
+    *,
+    clear: tuple[str, ...],
+    info: dict[str, object],
+    built_on: int | None = None,
+) -> RunCommit:
+    """Make the staged ``files`` (``layer.table`` → URLs) the run's contents in one transaction (:func:`replace_run`
+    with the files adopted as they are: the largest tables are encoded once); files it did not adopt are removed."""
+    placed = place_for_commit(lake, run_id, version, files)
+    adopted: frozenset[str] = frozenset()
+    try:
+        commit = replace_run(con, run_id, {}, files=placed, clear=clear, info=info, built_on=built_on)
+        adopted = commit.adopted
+    finally:
+        remove_files(lake, [url for urls in placed.values() for url in urls if url not in adopted])
+    return commit

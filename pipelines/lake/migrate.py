@@ -6,8 +6,8 @@ import posixpath
 
 import orjson
 
-from pipelines.commit import expire_old_versions, replace_run
-from pipelines.lake import LAYERS, LEGACY_MANIFESTS, Lake
+from pipelines.lake.commit import expire_old_versions, replace_run
+from pipelines.lake.lake import LAYERS, LEGACY_MANIFESTS, Lake
 from pipelines.rows import sql_path
 
 

@@ -1,5 +1,4 @@
-"""Charts for reports and notebooks: Vega-Lite specifications, rendered offline to SVG (vl-convert, through
-:mod:`transforms.svg_renderer`).
+"""Charts for reports and notebooks: Vega-Lite specifications, rendered offline to SVG by vl-convert.
 
 The specifications are written as the JSON Vega-Lite reads (https://vega.github.io/vega-lite/docs/), not built
 with altair: four fixed chart shapes need none of its API, and its import (0.33 s: jsonschema and the schemas) and
@@ -15,10 +14,11 @@ show as a tooltip.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from transforms.svg_renderer import PendingSvg
+import vl_convert
+
 from transforms.units import duration_unit, format_bytes, format_ns, format_ratio, size_unit
 
 Spec = dict[str, Any]
@@ -175,15 +175,9 @@ def _short(name: str, limit: int = 48) -> str:
 _LABELLED_MARK = re.compile(r'<(path|rect|line|circle|text)\b([^>]*?)\baria-label="([^"]*)"([^>]*?)(/?)>')
 
 
-def svg_later(chart: Spec) -> Callable[[], str]:
-    """:func:`to_svg`, rendering while the caller goes on: call the result for the SVG."""
-    pending = PendingSvg(chart)
-    return lambda: _titled(pending.result())
-
-
 def to_svg(chart: Spec) -> str:
     """The chart as a standalone SVG string, rendered offline; each mark's description becomes its hover title."""
-    return svg_later(chart)()
+    return _titled(vl_convert.vegalite_to_svg(chart))
 
 
 def _titled(svg: str) -> str:

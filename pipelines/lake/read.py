@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from pipelines.lake import ALIAS, LAYERS, Lake
-from pipelines.storage import storage_options_for
-from transforms.run_scope import scope_to_run
+from pipelines.lake.lake import ALIAS, LAYERS, Lake
+from pipelines.lake.run_scope import scope_to_run
+from pipelines.storage import S3Access
 
 if TYPE_CHECKING:  # polars is imported on use: `tracelake ingest` and `import tracelake` need not pay for it
     import polars as pl
@@ -24,21 +23,22 @@ def open_lake(
 
     Each query reads the lake's latest snapshot; ``lake.raw.kernels AT (VERSION => N)`` reads an older one
     that retention keeps. With ``run``, the bare names hold only that run's rows, read from its own files as
-    of opening (:func:`transforms.run_scope.scope_to_run`: as fast at 10,000 runs as at 10).
+    of opening (:func:`pipelines.lake.run_scope.scope_to_run`: as fast at 10,000 runs as at 10).
 
     Example:
         >>> con = open_lake("./lake")
         >>> con.sql("select run_id, count(*) from kernels group by run_id").pl()
     """
-    con = read_lake(Lake(url, options, catalog))
+    con = read_lake(Lake(url, options, catalog), for_users=True)
     if run is not None:
         scope_to_run(con, run)
     return con
 
 
-def read_lake(lake: Lake) -> duckdb.DuckDBPyConnection:
-    """:func:`open_lake` for a :class:`Lake` at hand."""
-    con = lake.connect(read_only=True)
+def read_lake(lake: Lake, *, for_users: bool = False) -> duckdb.DuckDBPyConnection:
+    """:func:`open_lake` for a :class:`Lake` at hand (``for_users``: a connection handed to people, which checks
+    every extension it loads and loads nothing more of itself)."""
+    con = lake.connect(read_only=True, for_users=for_users)
     con.execute(f"set search_path = '{SEARCH_PATH}'")
     return con
 
@@ -82,22 +82,9 @@ def open_lake_polars(
     lake = Lake(url, options, catalog)
     with lake.connect(read_only=True) as con:
         files = table_files(con)
-    scan_options = None if lake.local else _polars_storage_options(url, options)
+    scan_options = None if lake.local else S3Access.of(options).polars_options()
     return {
         table: pl.scan_parquet(urls, hive_partitioning=False, missing_columns="insert", extra_columns="ignore",
                                storage_options=scan_options).select("run_id", pl.exclude("run_id"))
         for table, urls in files.items() if urls
     }
-
-
-def _polars_storage_options(url: str, options: dict[str, Any] | None) -> dict[str, str]:
-    """fsspec options (plus the AWS environment) in the form of Polars' native object-store client."""
-    merged = storage_options_for(url, options)
-    endpoint = (merged.get("client_kwargs") or {}).get("endpoint_url") or merged.get("endpoint_url")
-    out = {"aws_region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
-    if endpoint:
-        out |= {"aws_endpoint_url": endpoint, "aws_allow_http": str(endpoint.startswith("http://")).lower()}
-    for key, name in (("key", "aws_access_key_id"), ("secret", "aws_secret_access_key"), ("token", "aws_session_token")):
-        if merged.get(key):
-            out[name] = str(merged[key])
-    return out

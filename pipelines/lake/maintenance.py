@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 import duckdb
 import orjson
 
-from pipelines.commit import expire_old_versions
-from pipelines.ingest import STAGING
-from pipelines.lake import ALIAS, Lake
+from pipelines.staging.area import STAGING
+from pipelines.lake.commit import expire_old_versions
+from pipelines.lake.lake import ALIAS, Lake
 
 log = logging.getLogger(__name__)
 
