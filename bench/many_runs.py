@@ -42,11 +42,11 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.lake.commit import expire_old_versions, lake_tables, replace_run  # noqa: E402
 from pipelines.lake.lake import Lake  # noqa: E402
+from pipelines.lake.read import open_lake  # noqa: E402
+from pipelines.lake.run_scope import scope_to_run  # noqa: E402
 from pipelines.rows import sql_path  # noqa: E402
 from pipelines.sources import discover_runs  # noqa: E402
-from pipelines.lake.read import open_lake  # noqa: E402
-from transforms.pipeline import ingest_run  # noqa: E402
-from pipelines.lake.run_scope import scope_to_run  # noqa: E402
+from transforms.composition.ingest import ingest_run  # noqa: E402
 
 CROSS_RUN = """
     select name, count(*) as calls, sum(dur_ns) as total_ns, count(distinct run_id) as runs

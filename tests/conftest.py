@@ -20,7 +20,12 @@ from tests.support.databases import PostgresServer, RedisServer, start_postgres,
 from tests.support.s3 import S3Server, moto_server
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake.workloads import (
-    ATTRIBUTION_RUN_ID, CPU_RUN_ID, GLOO_RUN_ID, profile_attribution, profile_gloo_job, profile_single_process,
+    ATTRIBUTION_RUN_ID,
+    CPU_RUN_ID,
+    GLOO_RUN_ID,
+    profile_attribution,
+    profile_gloo_job,
+    profile_single_process,
 )
 
 GLOO_WORLD_SIZE = 2

@@ -6,19 +6,17 @@ from dagster_project.assets.raw import version_of
 from dagster_project.metadata import check_outcomes, mart_metadata
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource
-from pipelines.lake.commit import RunReplaced
-from pipelines.retry import retrying
 from pipelines.staging.manifest import read_run_manifest
 from pipelines.tables import RAW_TABLES
 from transforms.checks import check_names
-from transforms.composition.steps import CommittedRun, build_tables, commit_run, rebuild_tables
+from transforms.composition.ingest import IngestSettings, rebuild_run
+from transforms.composition.steps import CommittedRun, build_tables, commit_run
 from transforms.graph import mart_dependencies
 from transforms.models import default_sql_root, discover_models
 
 SQL_ROOT = default_sql_root()
 MODELS = discover_models(SQL_ROOT)
 MARTS = sorted(name for name, model in MODELS.items() if model.layer == "marts")
-REBUILD_ATTEMPTS = 3  # a rebuild starts again when an ingest of the run commits new raw tables meanwhile
 
 
 def _spec(name: str) -> dg.AssetSpec:
@@ -43,10 +41,7 @@ def _commit(context: dg.AssetExecutionContext, lake: LakeResource, settings: Ing
     if not selection or any(key.path[0] == "raw" for key in selection):
         staged = read_run_manifest(handle, run_id, version_of(context))
         return commit_run(handle, staged, build_tables(handle, staged, select=selected, settings=settings.build()))
-    for attempt in retrying(REBUILD_ATTEMPTS, retry_on=lambda exc: isinstance(exc, RunReplaced)):
-        with attempt:
-            return commit_run(handle, None, rebuild_tables(handle, run_id, select=selected, settings=settings.build()))
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    return rebuild_run(handle, run_id, select=selected, settings=IngestSettings(build=settings.build()))
 
 
 @dg.multi_asset(

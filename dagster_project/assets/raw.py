@@ -10,6 +10,7 @@ alone commits them at once (dropping the run's analysis tables, which described 
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 import dagster as dg
@@ -19,6 +20,7 @@ from dagster_project.metadata import raw_metadata
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.identity import TraceFile
+from pipelines.lake.lake import Lake
 from pipelines.sources import RunSource, discover_runs
 from pipelines.staging.manifest import StagedTrace, read_trace_manifest
 from pipelines.tables import RAW_TABLES
@@ -102,6 +104,25 @@ def parse_trace(
     return _stage(context, trace, source, lake, ingest_settings).parsed.trace.url
 
 
+def complete_staging(
+    run: RunSource, lake: Lake, version: str, stage: Callable[[TraceFile], StagedTrace]
+) -> list[StagedTrace]:
+    """Each listed trace's staged summary; a trace without one is staged now (``stage``).
+
+    Re-executing a run from failure does not run a mapped parse step again when it never started (its task was lost
+    with a Celery worker or pod before its first event), so the fan-in can lack traces that were listed, and
+    committing without them would drop them.
+    """
+    staged_traces = []
+    for trace in run.traces:
+        staged = read_trace_manifest(lake, version, trace)
+        if staged is None:
+            PROGRESS.warning("  %s: the parse step of %s never ran; parsing it here", run.run_id, trace.url)
+            staged = stage(trace)
+        staged_traces.append(staged)
+    return staged_traces
+
+
 @dg.op(out={table: dg.Out(dg.Nothing) for table in RAW_TABLES})
 def stage_raw_tables(
     context: dg.OpExecutionContext,
@@ -112,19 +133,12 @@ def stage_raw_tables(
     ingest_settings: IngestSettingsResource,
 ):
     """Check rank claims and stage ``traces`` and ``quality_issues``: the run's raw tables, ready for the marts
-    step to commit with the analysis tables (or committed here when this Dagster run builds no mart).
-
-    Re-executing a run from failure does not run a mapped parse step again when it never started (its task was lost
-    with a Celery worker or pod before its first event): a listed trace without a staged summary is parsed here.
+    step to commit with the analysis tables (or committed here when this Dagster run builds no mart). A listed
+    trace whose parse step never ran is parsed here (:func:`complete_staging`).
     """
     handle, version = lake.lake(), version_of(context)
-    staged_traces = []
-    for trace in run.traces:
-        staged = read_trace_manifest(handle, version, trace)
-        if staged is None:
-            PROGRESS.warning("  %s: the parse step of %s never ran; parsing it here", run.run_id, trace.url)
-            staged = _stage(context, trace, source, lake, ingest_settings)
-        staged_traces.append(staged)
+    staged_traces = complete_staging(run, handle, version,
+                                     lambda trace: _stage(context, trace, source, lake, ingest_settings))
     result = stage_run(run, handle, version, staged_traces)
     selection = context.run.asset_selection  # None or empty: the whole job, marts included
     state = "staged"

@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 import duckdb
 import orjson
 
-from pipelines.staging.area import STAGING
 from pipelines.lake.commit import expire_old_versions
 from pipelines.lake.lake import ALIAS, Lake
+from pipelines.staging.area import STAGING
 
 log = logging.getLogger(__name__)
 

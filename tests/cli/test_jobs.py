@@ -9,8 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from tests.cli.conftest import tracelake
 from pipelines.lake.read import open_lake, table_names
+from tests.cli.conftest import tracelake
 
 
 def _row_counts(lake: Path) -> dict[str, list[tuple]]:

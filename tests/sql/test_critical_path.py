@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
 from tests.sql.diag_fixtures import CPU_PID, CPU_TID, GPU_STREAM, cpu_op, kernel, launch, step, write_trace
-from pipelines.lake.read import open_lake
+from transforms.composition.ingest import ingest_run
 from transforms.critical_path import host_chains, longest_path_split
-from transforms.pipeline import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
                                         "ignore::RuntimeWarning")

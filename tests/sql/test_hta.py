@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake.lake import Lake
-from pipelines.sources import discover_runs
 from pipelines.lake.read import open_lake
-from transforms.pipeline import ingest_run
+from pipelines.sources import discover_runs
+from transforms.composition.ingest import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
 
 from tests.conftest import SHARED_TRACES as TRACES
+
 HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches",
              "queue_length_summary", "memory_bw_summary"}
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake.lake import Lake
-from pipelines.sources import discover_runs
 from pipelines.lake.read import open_lake
-from transforms.pipeline import ingest_run
+from pipelines.sources import discover_runs
+from transforms.composition.ingest import ingest_run
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",

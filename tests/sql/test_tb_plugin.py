@@ -21,9 +21,10 @@ import pytest
 
 from pipelines.identity import trace_id_for
 from pipelines.lake.lake import Lake
-from pipelines.sources import discover_runs
 from pipelines.lake.read import open_lake
-from transforms.pipeline import MartSettings, ingest_run
+from pipelines.sources import discover_runs
+from transforms.composition.ingest import IngestSettings, ingest_run
+from transforms.composition.steps import BuildSettings
 
 SHARED = Path(os.environ.get("TRACELAKE_SHARED_TRACES", "/work/shared/traces"))
 REFERENCE_SCRIPT = Path(__file__).with_name("tb_reference.py")
@@ -71,7 +72,7 @@ class Built:
     def build(self) -> None:
         for run in discover_runs(str(self.source)):
             self.results[run.run_id] = ingest_run(
-                run, self.lake, parallelism=1, select=TB_MARTS, mart_settings=MartSettings(threads=1)
+                run, self.lake, select=TB_MARTS, settings=IngestSettings(parallel_traces=1, build=BuildSettings(threads=1))
             ).marts
         con = open_lake(self.lake.url)
         for table in TB_MARTS | {"traces"}:

@@ -14,16 +14,17 @@ from types import ModuleType
 import duckdb
 import pytest
 
+from pipelines.lake import run_scope
 from pipelines.lake.lake import Lake
+from pipelines.lake.read import read_lake
+from pipelines.lake.run_scope import scope_to_run
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
-from pipelines.lake.read import read_lake
 from tracelake import query
 from tracelake.query import run_query
-from transforms import report_files, run_scope
-from transforms.pipeline import ingest_run
+from transforms.composition.ingest import ingest_run
+from transforms.report import files as report_files
 from transforms.report.files import write_run_report
-from pipelines.lake.run_scope import scope_to_run
 
 RUNS = ("simple_add", "rocm_mi250")
 

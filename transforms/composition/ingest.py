@@ -12,8 +12,10 @@ from typing import Any
 
 from pipelines.cores import available_cores
 from pipelines.identity import TraceFile
+from pipelines.lake.commit import RunReplaced
 from pipelines.lake.lake import Lake
 from pipelines.parse import ParseSettings
+from pipelines.retry import retrying
 from pipelines.sources import RunSource
 from pipelines.staging.area import discard_staging, new_version
 from pipelines.staging.manifest import StagedTrace
@@ -23,11 +25,13 @@ from transforms.composition.steps import (
     CommittedRun,
     build_tables,
     commit_run,
+    rebuild_tables,
     stage_run,
     stage_trace,
     staged_trace_line,
     write_report,
 )
+from transforms.runner import MartResult
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class IngestSettings:
     """Traces parsed at once (default: one per core, at most the run's traces); each gets its share of the cores."""
     report: bool = True
     """Write the run's report after the commit."""
+    retention: str | None = None
+    """How long replaced versions stay readable (a DuckDB interval; default ``TRACELAKE_RETENTION``, else none)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,11 @@ class IngestedRun:
 
     committed: CommittedRun
     report_url: str | None
+
+    @property
+    def marts(self) -> list[MartResult]:
+        """The analysis tables built."""
+        return self.committed.built.marts
 
     @property
     def errors(self) -> int:
@@ -61,6 +72,29 @@ def _log_issues(staged: StagedTrace) -> None:
     PROGRESS.info(staged_trace_line(staged))
     for issue in parsed.issues:
         (PROGRESS.error if issue.severity == "error" else PROGRESS.warning)(issue.line(parsed.trace.url))
+
+
+def stage_traces(
+    run: RunSource,
+    lake: Lake,
+    version: str,
+    *,
+    source_options: dict[str, Any] | None = None,
+    settings: IngestSettings | None = None,
+) -> list[StagedTrace]:
+    """:func:`stage_trace` of every trace of ``run``, ``settings.parallel_traces`` at a time on threads, each with
+    its share of the cores; each trace's progress line and problems are logged as it lands."""
+    settings = settings or IngestSettings()
+    workers = max(1, min(settings.parallel_traces or available_cores(), len(run.traces) or 1))
+    parse = replace(settings.parse, threads=max(1, available_cores() // workers))
+
+    def stage(trace: TraceFile) -> StagedTrace:
+        staged = stage_trace(trace, lake, version, source_options=source_options, settings=parse)
+        _log_issues(staged)
+        return staged
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stage-trace") as pool:
+        return list(pool.map(stage, run.traces))
 
 
 def ingest_run(
@@ -80,17 +114,8 @@ def ingest_run(
     """
     settings = settings or IngestSettings()
     version = new_version()
-    workers = max(1, min(settings.parallel_traces or available_cores(), len(run.traces) or 1))
-    parse = replace(settings.parse, threads=max(1, available_cores() // workers))
-
-    def stage(trace: TraceFile) -> StagedTrace:
-        staged = stage_trace(trace, lake, version, source_options=source_options, settings=parse)
-        _log_issues(staged)
-        return staged
-
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stage-trace") as pool:
-            traces = list(pool.map(stage, run.traces))
+        traces = stage_traces(run, lake, version, source_options=source_options, settings=settings)
         staged = stage_run(run, lake, version, traces)
         trace_issues = {issue for trace in staged.traces for issue in trace.issues}
         for issue in staged.issues:
@@ -102,7 +127,24 @@ def ingest_run(
         raise
     if built.failure:
         PROGRESS.error("ERROR %s: %s [analysis_failed]", run.url, built.failure)
-    committed = commit_run(lake, staged, built)
+    committed = commit_run(lake, staged, built, retention=settings.retention)
     PROGRESS.info("  %s: committed as snapshot %d", run.run_id, committed.commit.snapshot_id)
     report = write_report(lake, run.run_id) if settings.report else None
     return IngestedRun(committed, report)
+
+
+REBUILD_ATTEMPTS = 3  # a rebuild starts again when an ingest of the run commits new raw tables meanwhile
+
+
+def rebuild_run(
+    lake: Lake, run_id: str, *, select: set[str] | None = None, settings: IngestSettings | None = None
+) -> CommittedRun:
+    """Build the run's analysis tables (``select``, default all) again over its committed raw tables and commit
+    them. An ingest of the run that commits new raw tables meanwhile makes them stale: they are built again over the
+    new ones (up to :data:`REBUILD_ATTEMPTS` times), never committed beside them."""
+    settings = settings or IngestSettings()
+    for attempt in retrying(REBUILD_ATTEMPTS, retry_on=lambda exc: isinstance(exc, RunReplaced)):
+        with attempt:
+            built = rebuild_tables(lake, run_id, select=select, settings=settings.build)
+            return commit_run(lake, None, built, retention=settings.retention)
+    raise AssertionError("unreachable: the last attempt returns or raises")
