@@ -14,7 +14,6 @@ import os
 import posixpath
 import random
 import shutil
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ import duckdb
 import orjson
 
 from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog
+from pipelines.retry import retrying
 from pipelines.rows import sql_path
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,10 @@ def _raw_replaced_since(con: duckdb.DuckDBPyConnection, run_id: str, snapshot: i
     return None
 
 
-def _is_retryable(exc: duckdb.Error) -> bool:
+def _is_retryable(exc: BaseException) -> bool:
+    """A conflict with a concurrent writer, which a new transaction gets past."""
+    if not isinstance(exc, duckdb.Error):
+        return False
     message = str(exc).lower()
     return isinstance(exc, duckdb.TransactionException) or any(word in message for word in _RETRYABLE)
 
@@ -180,8 +183,8 @@ def replace_run(
     message = orjson.dumps({"run_id": run_id, **(info or {})}, default=str).decode()
     files = files or {}
     claimed = False
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
+    for attempt in retrying(MAX_ATTEMPTS, retry_on=_is_retryable, pause=lambda n: random.uniform(0.02, 0.05) * min(n, 10)):
+        with attempt:
             # Once, not per attempt: a claim inserted while another writer's transaction is open makes that one
             # start again, so writers that all claimed again on each attempt kept failing one another (seen: 30
             # attempts lost by three writers of one run). Once claimed, a run committed since conflicts through
@@ -189,58 +192,64 @@ def replace_run(
             if not claimed:
                 _claim(con, run_id)
                 claimed = True
-            con.execute("begin")
-            con.execute(f"delete from {ALIAS}.{CLAIMS} where run_id = $run_id", {"run_id": run_id})
-            # After the claim: a raw commit of the run that lands later conflicts with this one, which then looks again.
-            replaced = _raw_replaced_since(con, run_id, built_on) if built_on is not None else None
-            if replaced is not None:
-                con.execute("rollback")
-                raise RunReplaced(f"run {run_id!r} was ingested again (snapshot {replaced}) after snapshot {built_on}, "
-                                  "which what was to be committed was built on")
-            existing = lake_tables(con)
-            holding = tables_holding_run(con, run_id)
-            adopted: set[str] = set()
-            for qualified in {**files, **sources}:
-                copied = [sources[qualified]] if qualified in sources else []
-                placed = files.get(qualified, [])
-                for select in copied:
-                    _prepare_table(con, qualified, select, existing)
-                file_rows = _files_select(placed)
-                if placed and not _prepare_table(con, qualified, file_rows, existing):
-                    copied.append(file_rows)  # a type changed since they were written: cast
-                    placed = []
-                if qualified in holding:
-                    con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
-                adopted.update(_adopt(con, qualified, placed))
-                for select in copied:
-                    con.execute(
-                        f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
-                        {"run_id": run_id},
-                    )
-            for qualified in holding:
-                if qualified.split(".")[0] in clear and qualified not in sources and qualified not in files:
-                    con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
-            con.execute(
-                f"call {ALIAS}.set_commit_message('tracelake', $title, extra_info => $info)",
-                {"title": f"ingest {run_id}", "info": message},
-            )
-            con.execute("commit")
-        except duckdb.Error as exc:
-            with contextlib.suppress(duckdb.TransactionException):  # a failed COMMIT has ended it already
-                con.execute("rollback")
-            if attempt == MAX_ATTEMPTS or not _is_retryable(exc):
+            try:
+                adopted = _replace_in_transaction(con, run_id, sources, files, clear, message, built_on)
+            except duckdb.Error:
+                with contextlib.suppress(duckdb.TransactionException):  # a failed COMMIT has ended it already
+                    con.execute("rollback")
                 raise
-            log.info("commit of run %s conflicted (%s); attempt %d", run_id, exc, attempt + 1)
-            time.sleep(random.uniform(0.02, 0.05) * min(attempt, 10))
-            continue
-        # This connection's commit, not the newest (another writer's); read without listing every snapshot.
-        # Never raises: callers take a raise to mean that nothing was committed.
-        snapshot = None
-        with contextlib.suppress(duckdb.Error):
-            snapshot = con.execute(f"from {ALIAS}.last_committed_snapshot()").fetchone()
-        return RunCommit(run_id, snapshot[0] if snapshot and snapshot[0] is not None else -1, attempt,
-                         frozenset(adopted))
-    raise AssertionError("unreachable")
+            # This connection's commit, not the newest (another writer's); read without listing every snapshot.
+            # Never raises: callers take a raise to mean that nothing was committed.
+            snapshot = None
+            with contextlib.suppress(duckdb.Error):
+                snapshot = con.execute(f"from {ALIAS}.last_committed_snapshot()").fetchone()
+            return RunCommit(run_id, snapshot[0] if snapshot and snapshot[0] is not None else -1, attempt.number,
+                             frozenset(adopted))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _replace_in_transaction(
+    con: duckdb.DuckDBPyConnection, run_id: str, sources: dict[str, str], files: dict[str, list[str]],
+    clear: tuple[str, ...], message: str, built_on: int | None,
+) -> set[str]:
+    """One attempt of :func:`replace_run`: its transaction, committed; returns the files adopted."""
+    con.execute("begin")
+    con.execute(f"delete from {ALIAS}.{CLAIMS} where run_id = $run_id", {"run_id": run_id})
+    # After the claim: a raw commit of the run that lands later conflicts with this one, which then looks again.
+    replaced = _raw_replaced_since(con, run_id, built_on) if built_on is not None else None
+    if replaced is not None:
+        con.execute("rollback")
+        raise RunReplaced(f"run {run_id!r} was ingested again (snapshot {replaced}) after snapshot {built_on}, "
+                          "which what was to be committed was built on")
+    existing = lake_tables(con)
+    holding = tables_holding_run(con, run_id)
+    adopted: set[str] = set()
+    for qualified in {**files, **sources}:
+        copied = [sources[qualified]] if qualified in sources else []
+        placed = files.get(qualified, [])
+        for select in copied:
+            _prepare_table(con, qualified, select, existing)
+        file_rows = _files_select(placed)
+        if placed and not _prepare_table(con, qualified, file_rows, existing):
+            copied.append(file_rows)  # a type changed since they were written: cast
+            placed = []
+        if qualified in holding:
+            con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
+        adopted.update(_adopt(con, qualified, placed))
+        for select in copied:
+            con.execute(
+                f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
+                {"run_id": run_id},
+            )
+    for qualified in holding:
+        if qualified.split(".")[0] in clear and qualified not in sources and qualified not in files:
+            con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
+    con.execute(
+        f"call {ALIAS}.set_commit_message('tracelake', $title, extra_info => $info)",
+        {"title": f"ingest {run_id}", "info": message},
+    )
+    con.execute("commit")
+    return adopted
 
 
 def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seconds") -> None:

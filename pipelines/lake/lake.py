@@ -15,7 +15,6 @@ import fcntl
 import os
 import posixpath
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 import duckdb
 
 from pipelines.lake.extensions import extension_connection
+from pipelines.retry import retrying
 from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
 from pipelines.settings import CATALOG
 from pipelines.storage import S3Access, filesystem, full_url, http_timeout_s, is_local
@@ -100,7 +100,9 @@ def _set_file_options(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"call {ALIAS}.set_option($name, $value)", {"name": name, "value": value})
 
 
-def _racing_creation(exc: duckdb.Error) -> bool:
+def _racing_creation(exc: BaseException) -> bool:
+    if not isinstance(exc, duckdb.Error):
+        return False
     message = str(exc).lower()
     return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict"))
 
@@ -253,25 +255,26 @@ class Lake:
             con.execute("set global pg_use_ctid_scan = false")
         options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]
         attach = f"attach {sql_path('ducklake:' + self.catalog.target)} as {ALIAS} ({', '.join(options)})"
+        # First writers of a new server catalog race to create its tables and schemas: the loser attaches again
+        # and finds them made.
         with self._creating(not read_only):
-            for attempt in range(ATTACH_ATTEMPTS):
-                try:
-                    con.execute(attach)
-                    if not read_only:
-                        for layer in LAYERS:
-                            con.execute(f"create schema if not exists {ALIAS}.{layer}")
-                        self._index_catalog(con)
-                        _set_file_options(con)
-                    break
-                except duckdb.Error as exc:
-                    # First writers of a new server catalog race to create its tables and schemas: the loser
-                    # attaches again and finds them made.
-                    if attempt == ATTACH_ATTEMPTS - 1 or not _racing_creation(exc):
-                        raise
-                    with contextlib.suppress(duckdb.Error):
-                        con.execute(f"detach {ALIAS}")
-                    time.sleep(0.1 * (attempt + 1))
+            for attempt in retrying(ATTACH_ATTEMPTS, retry_on=_racing_creation, pause=lambda n: 0.1 * n):
+                with attempt:
+                    self._attach_once(con, attach, read_only)
         return con
+
+    def _attach_once(self, con: duckdb.DuckDBPyConnection, attach: str, read_only: bool) -> None:
+        try:
+            con.execute(attach)
+            if not read_only:
+                for layer in LAYERS:
+                    con.execute(f"create schema if not exists {ALIAS}.{layer}")
+                self._index_catalog(con)
+                _set_file_options(con)
+        except duckdb.Error:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"detach {ALIAS}")
+            raise
 
     def _extensions(self) -> tuple[str, ...]:
         """The DuckDB extensions the catalog needs (the storage's come with :meth:`storage_connection`)."""
