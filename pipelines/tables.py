@@ -246,6 +246,7 @@ TRACES_COLUMNS = {
     "backend": "VARCHAR",
     "run_source_uri": "VARCHAR",
     "ingested_at": "TIMESTAMPTZ",
+    "in_analysis": "BOOLEAN",
 }
 """The ``traces`` table's columns after ``run_id``: one row per trace file of the run (:mod:`pipelines.staging.run`)."""
 
@@ -298,7 +299,9 @@ RAW_TABLES: dict[str, RawTable] = {
         "event_count": "events in traceEvents", "base_time_ns": "baseTimeNanoseconds (0 for legacy traces)",
         "window_start_ns": "first event's start", "window_end_ns": "last event's end",
         "quality_notes": "problems found while parsing",
-        "status": "ok; partial (events lost, or salvaged from a damaged file); failed (no event read)"}),
+        "status": "ok; partial (events lost, or salvaged from a damaged file); failed (no event read)",
+        "in_analysis": "false for a trace left out of the analysis tables: another trace of the run claims its rank "
+                       "over an overlapping window and has more events (a duplicate_rank error)"}),
     "quality_issues": RawTable("one row per problem found in a trace (truncation, missing rank, failed check, ...)", {
         "severity": "error or warning", "code": "a short stable name of the problem", "message": "what was found",
         "count": "how many times"}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -29,28 +30,55 @@ def _status(parsed: ParsedTrace) -> str:
     return "ok"
 
 
-def duplicate_rank_issues(traces: list[ParsedTrace]) -> list[QualityIssue]:
-    """Errors for traces of one run that claim the same rank over overlapping time windows."""
+@dataclass(frozen=True)
+class DuplicateRanks:
+    """Traces of one run that claim one rank over overlapping time windows: each is an error; of each such group
+    the trace with the most events (then the first by name) stays in the analysis tables, the others are excluded
+    from them (the raw tables keep every trace), so that no step of the rank is counted twice."""
+
+    issues: list[QualityIssue]
+    excluded: frozenset[str]
+    """trace_ids left out of the analysis tables."""
+
+
+def duplicate_ranks(traces: list[ParsedTrace]) -> DuplicateRanks:
+    """Find the traces of one run that claim one rank over overlapping windows (see :class:`DuplicateRanks`)."""
     by_rank: dict[int, list[ParsedTrace]] = defaultdict(list)
     for parsed in traces:
         if parsed.event_count and parsed.window_start_ns is not None:
             by_rank[parsed.rank.rank].append(parsed)
-    issues = []
-    for rank, claims in by_rank.items():
+    groups: list[list[ParsedTrace]] = []
+    for claims in by_rank.values():
         claims.sort(key=lambda p: p.window_start_ns or 0)
-        for earlier, later in zip(claims, claims[1:], strict=False):
-            if (later.window_start_ns or 0) < (earlier.window_end_ns or 0):
-                for this, other in ((earlier, later), (later, earlier)):
-                    issues.append(
-                        QualityIssue(
-                            this.trace.run_id, this.trace.trace_id, "error", "duplicate_rank",
-                            f"claims rank {rank} over a time window overlapping {other.trace.trace_id}",
-                        )
-                    )
-    return issues
+        group, group_end = [claims[0]], claims[0].window_end_ns or 0
+        for claim in claims[1:]:  # a claim starting before some earlier one of its group ended joins it
+            end = claim.window_end_ns or 0
+            if (claim.window_start_ns or 0) < group_end:
+                group.append(claim)
+                group_end = max(group_end, end)
+            else:
+                groups.append(group)
+                group, group_end = [claim], end
+        groups.append(group)
+    groups = [group for group in groups if len(group) > 1]
+    issues, excluded = [], set()
+    for group in groups:
+        kept = min(group, key=lambda p: (-p.event_count, p.trace.trace_id))
+        for this in group:
+            others = ", ".join(p.trace.trace_id for p in group if p is not this)
+            outcome = ("kept in the analysis tables" if this is kept
+                       else f"excluded from the analysis tables ({kept.trace.trace_id} is kept)")
+            issues.append(QualityIssue(this.trace.run_id, this.trace.trace_id, "error", "duplicate_rank",
+                                       f"claims rank {this.rank.rank} over a time window overlapping {others}; "
+                                       f"{outcome}"))
+            if this is not kept:
+                excluded.add(this.trace.trace_id)
+    return DuplicateRanks(issues, frozenset(excluded))
 
 
-def _trace_rows(run: RunSource, traces: list[ParsedTrace], issues: list[QualityIssue]) -> list[dict[str, Any]]:
+def _trace_rows(
+    run: RunSource, traces: list[ParsedTrace], issues: list[QualityIssue], excluded: frozenset[str]
+) -> list[dict[str, Any]]:
     notes: dict[str, list[str]] = defaultdict(list)
     for issue in issues:
         notes[issue.trace_id].append(f"{issue.severity}:{issue.code}")
@@ -75,6 +103,7 @@ def _trace_rows(run: RunSource, traces: list[ParsedTrace], issues: list[QualityI
             "backend": p.distributed.get("backend") if isinstance(p.distributed.get("backend"), str) else None,
             "run_source_uri": run.url,
             "ingested_at": now,
+            "in_analysis": p.trace.trace_id not in excluded,
         }
         for p in traces
     ]
@@ -84,7 +113,8 @@ def stage_run_tables(run: RunSource, lake: Lake, version: str, staged: list[Stag
     """Check rank claims and stage ``traces`` and ``quality_issues`` beside the traces' files: the run, ready to
     commit, its manifest left in the staging area."""
     traces = [s.parsed for s in staged]
-    issues = [i for p in traces for i in p.issues] + duplicate_rank_issues(traces)
+    duplicates = duplicate_ranks(traces)
+    issues = [i for p in traces for i in p.issues] + duplicates.issues
     files: dict[str, list[str]] = defaultdict(list)
     row_counts: dict[str, int] = defaultdict(int)
     for item in staged:
@@ -94,7 +124,7 @@ def stage_run_tables(run: RunSource, lake: Lake, version: str, staged: list[Stag
     staging = staging_url(lake, run.run_id, version)
     with scratch_dir("run") as tmp:
         for table, columns, rows in (
-            ("traces", TRACES_COLUMNS, _trace_rows(run, traces, issues)),
+            ("traces", TRACES_COLUMNS, _trace_rows(run, traces, issues, duplicates.excluded)),
             ("quality_issues", QUALITY_COLUMNS, quality_rows(issues)),
         ):
             local = tmp / f"{table}.parquet"
