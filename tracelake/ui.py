@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -41,14 +42,10 @@ def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int
             code = process.wait()
         except KeyboardInterrupt:
             code = process.wait()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # whatever outlived the shutdown
-        except ProcessLookupError:
-            pass
         return 0 if code in (0, -signal.SIGINT, 130) else code
     finally:
         for sig, handler in previous.items():

@@ -140,7 +140,7 @@ def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, s
     cells = [{k: r[k] if k.startswith("html_") else escape(format_value(k, r.get(k))) for k, _ in columns}
              for r in rows]
     kinds = {}
-    for key, header in columns:
+    for key, _header in columns:
         if any(isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool) for r in rows):
             kinds[key] = ' class="num"'
         elif not key.startswith("html_") and max((len(c[key]) for c in cells), default=0) <= 32:
