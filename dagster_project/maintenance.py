@@ -10,7 +10,7 @@ from pipelines.settings import MAINTAIN_CRON, RETENTION
 class MaintenanceConfig(dg.Config):
     """How long older versions stay readable, and when staged or orphaned files count as a killed ingest's."""
 
-    retention: str = RETENTION.value() or "0 seconds"
+    retention: str = RETENTION.text()
     leftover_age: str = LEFTOVER_AGE
 
 
@@ -31,6 +31,6 @@ def maintain_lake_job() -> None:
 
 maintain_lake_schedule = dg.ScheduleDefinition(
     job=maintain_lake_job,
-    cron_schedule=MAINTAIN_CRON.value(),
+    cron_schedule=MAINTAIN_CRON.text(),
     default_status=dg.DefaultScheduleStatus.STOPPED,
 )

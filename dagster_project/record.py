@@ -11,7 +11,7 @@ import dagster as dg
 
 from dagster_project.home import dagster_home, opening_instance
 from dagster_project.metadata import check_outcomes, mart_metadata, raw_metadata, report_metadata
-from dagster_project.partitions import trace_runs
+from dagster_project.partitions import TRACE_RUNS
 from transforms.composition.ingest import IngestedRun
 
 
@@ -27,7 +27,7 @@ def record_runs(instance: dg.DagsterInstance, runs: Sequence[IngestedRun]) -> No
 
     Check results are recorded without a partition: Dagster keeps one runless result per check, asset and
     partition, so a partition's second ingest could not record its checks again."""
-    instance.add_dynamic_partitions(trace_runs.name, [run.committed.built.run_id for run in runs])
+    instance.add_dynamic_partitions(TRACE_RUNS, [run.committed.built.run_id for run in runs])
     for run in runs:
         committed, partition = run.committed, run.committed.built.run_id
         events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []

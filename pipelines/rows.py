@@ -38,6 +38,14 @@ def small_statements() -> duckdb.DuckDBPyConnection:
     return _shared_database().cursor()
 
 
+def one(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    """The one row a statement answers (an aggregate, a setting); raises LookupError where it answers none."""
+    row = cursor.fetchone()
+    if row is None:
+        raise LookupError("the statement answered no row")
+    return row
+
+
 def sql_path(path: Path | str) -> str:
     """``path`` as a SQL string literal, for a COPY target, a glob or a view's files (none can be a parameter)."""
     return "'" + str(path).replace("'", "''") + "'"

@@ -23,12 +23,20 @@ class Variable:
         """The variable's value, or its default where it is unset or empty."""
         return os.environ.get(self.name) or self.default
 
+    def text(self) -> str:
+        """The value, which a variable with a default always has; an unset one without raises LookupError naming
+        it."""
+        value = self.value()
+        if value is None:
+            raise LookupError(f"{self.name} is not set: {self.meaning}")
+        return value
+
     def number(self) -> float:
         """The value as a number; a value that is not one raises ValueError naming the variable."""
-        text = self.value()
+        text = self.text()
         try:
-            return float(text)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            return float(text)
+        except ValueError:
             raise ValueError(f"{self.name}={text!r} is not a number ({self.meaning})") from None
 
     def is_set(self) -> bool:

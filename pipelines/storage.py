@@ -49,7 +49,8 @@ class S3Access:
 
     def duckdb_secret(self) -> str:
         """``CREATE TEMPORARY SECRET`` for DuckDB's httpfs: held by the connection, never stored in a catalog."""
-        fields = {"key_id": self.key, "secret": self.secret, "session_token": self.token, "region": self.region}
+        fields: dict[str, str | bool | None] = {"key_id": self.key, "secret": self.secret,
+                                                "session_token": self.token, "region": self.region}
         if self.endpoint_url:
             parsed = urlsplit(self.endpoint_url)
             fields |= {"endpoint": parsed.netloc, "use_ssl": parsed.scheme == "https", "url_style": "path"}

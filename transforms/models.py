@@ -66,7 +66,8 @@ def syntax_trees(sqls: list[str]) -> list[dict[str, Any]]:
 
 def table_references(tree: dict[str, Any]) -> frozenset[str]:
     """Names of the tables and views a parsed SELECT reads, CTE names excluded."""
-    tables, ctes = set(), set()
+    tables: set[str] = set()
+    ctes: set[str] = set()
     for node in _nodes(tree["statements"]):
         if node.get("type") == "BASE_TABLE":
             tables.add(node["table_name"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.lake.run_scope import scope_to_run
-from pipelines.rows import sql_path
+from pipelines.rows import one, sql_path
 from pipelines.tables import RAW_TABLES
 from transforms import critical_path, op_tree, step_segments
 from transforms.checks import CheckResult, run_checks
@@ -82,7 +82,7 @@ def _leave_out_excluded_traces(con: duckdb.DuckDBPyConnection) -> None:
     columns = {row[0] for row in con.execute("describe traces").fetchall()}
     if "in_analysis" not in columns:  # a version staged before the column existed: every trace is in
         return
-    (excluded,) = con.execute("select list(trace_id) from traces where in_analysis = false").fetchone()
+    (excluded,) = one(con.execute("select list(trace_id) from traces where in_analysis = false"))
     if not excluded:
         return
     listed = "[" + ", ".join(sql_path(trace_id) for trace_id in excluded) + "]"
@@ -139,10 +139,10 @@ class _MemoryBudget:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._cursor = con.cursor()  # its own: the setting is the database's, the workers' cursors are busy
         # As DuckDB shows it ("572.2 MiB"), so set back to within a tenth of its unit.
-        self._limit, raised_bytes = self._cursor.execute(
+        self._limit, raised_bytes = one(self._cursor.execute(
             "select current_setting('memory_limit'), parse_formatted_bytes(current_setting('memory_limit')) * $factor",
             {"factor": OUT_OF_MEMORY_RETRY_FACTOR},
-        ).fetchone()
+        ))
         self._raised_limit = f"{raised_bytes >> 20}MiB"
         self._lock = threading.Lock()
         self._retrying = 0
@@ -245,7 +245,7 @@ def build_marts(
     done: set[str] = set()
     built: set[str] = set()  # intermediates not dropped yet
     results: dict[str, MartResult] = {}
-    (threads,) = con.execute("select current_setting('threads')").fetchone()
+    (threads,) = one(con.execute("select current_setting('threads')"))
     workers = min(MODEL_WORKERS, threads)
     cursors = [_worker_cursor(con) for _ in range(workers)]
     budget = _MemoryBudget(con)

@@ -22,7 +22,7 @@ import orjson
 
 from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog
 from pipelines.retry import retrying
-from pipelines.rows import sql_path
+from pipelines.rows import one, sql_path
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ _RUN_TABLES = """
 
 def tables_holding_run(con: duckdb.DuckDBPyConnection, run_id: str) -> set[str]:
     """``layer.table`` names with files of ``run_id`` visible to the open transaction (or committed since)."""
-    (snapshot,) = con.execute(f"from {ALIAS}.current_snapshot()").fetchone()
+    (snapshot,) = one(con.execute(f"from {ALIAS}.current_snapshot()"))
     return {row[0] for row in query_catalog(con, _RUN_TABLES, run=run_id, snapshot=int(snapshot))}
 
 
@@ -259,11 +259,11 @@ def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seco
     Several writers may expire at once; one that loses the race leaves the work to the next commit.
     """
     # The snapshots are chosen here: the extension's own older_than compares times wrongly on a SQLite catalog.
-    (expired,) = con.execute(
+    (expired,) = one(con.execute(
         f"select list(snapshot_id) from {ALIAS}.snapshots() "
         f"where snapshot_time < now() - $retention::interval and snapshot_id < (select max(snapshot_id) from {ALIAS}.snapshots())",
         {"retention": retention},
-    ).fetchone()
+    ))
     try:
         if expired:
             con.execute(f"call ducklake_expire_snapshots('{ALIAS}', versions => $expired)", {"expired": expired})

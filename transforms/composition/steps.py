@@ -46,7 +46,7 @@ write_report = write_run_report
 class BuildSettings:
     """Bounds of the step that builds a run's analysis tables."""
 
-    memory_limit: str = field(default_factory=lambda: MEMORY_LIMIT.value() or "400MB")
+    memory_limit: str = field(default_factory=MEMORY_LIMIT.text)
     """DuckDB's buffer for the models; they spill to disk beyond it."""
     threads: int | None = None
     """DuckDB threads (default: every core this process may use)."""
@@ -107,8 +107,7 @@ def _stage_marts(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, versio
         con.execute(f"copy (select $run_id::varchar as run_id, * from {mart.name}) to {sql_path(url)} "
                     f"({PARQUET_FORMAT})", {"run_id": run_id}).fetchall()
         files[f"marts.{mart.name}"] = [url]
-    failed = [QualityIssue(run_id, "", **check.quality_issue()) for mart in marts for check in mart.checks
-              if not check.passed]
+    failed = [check.quality_issue(run_id) for mart in marts for check in mart.checks if not check.passed]
     return files | _issue_file(lake, con, run_id, version, "checks", failed)
 
 
@@ -189,7 +188,7 @@ def commit_run(
         with lake.connect() as con:
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
-            expire_old_versions(con, retention or RETENTION.value() or "0 seconds")
+            expire_old_versions(con, retention or RETENTION.text())
     finally:
         discard_staging(lake, run_id, built.version)
     return CommittedRun(staged, built, commit)

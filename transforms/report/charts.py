@@ -125,7 +125,7 @@ def time_series(
                  "desc": f"{r['series']}{' peak' if 'label' in r else ''}: {shown(r['y'])} at {format_ns(r['t_ns'])}"} for r in source]
 
     x = {"field": "x", "type": "quantitative", "title": x_title}
-    y = {"field": "v", "type": "quantitative", "title": f"{y_title} ({unit})"}
+    y: Spec = {"field": "v", "type": "quantitative", "title": f"{y_title} ({unit})"}
     if y_kind == "ratio":
         y["scale"] = {"domain": [0, 100]}
     color = {"field": "series", "type": "nominal", "title": None, "sort": series,
