@@ -147,7 +147,7 @@ def example_lake(tmp_path_factory: pytest.TempPathFactory, cpu_traces_dir: Path)
     root = tmp_path_factory.mktemp("example")
     shutil.copytree(EXAMPLE_TRACES, root / "traces", ignore=shutil.ignore_patterns("*.md"))
     shutil.copytree(cpu_traces_dir / CPU_RUN_ID, root / "traces" / CPU_RUN_ID)
-    assert ingest(str(root / "traces"), str(root / "lake")) == 0
+    assert ingest(str(root / "traces"), str(root / "lake"), record=False) == 0
     return root / "lake"
 
 
