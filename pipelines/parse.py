@@ -388,7 +388,7 @@ def parse_trace(
             loader.load(chunker)
         envelope = chunker.envelope
         metadata = envelope.metadata
-        parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
+        parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, trace))
         parsed.event_count = loader.count
         parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message, p.count) for p in envelope.problems]
         parsed.issues += loader.issues
@@ -398,10 +398,9 @@ def parse_trace(
         if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             message = f"salvaged {loader.count} complete events from the damaged trace"
             parsed.issues.append(_trace_issue(trace, "warning", "salvaged_events", message, loader.count))
-        if loader.count and parsed.rank.source != "distributedInfo":
-            source = parsed.rank.source.replace("_", " ")
-            message = f"no distributedInfo.rank; rank {parsed.rank.rank} taken from the {source}"
-            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", message))
+        rank_note = parsed.rank.note()
+        if loader.count and rank_note:
+            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", rank_note))
         parsed.schema_version = metadata.get("schemaVersion") if isinstance(metadata.get("schemaVersion"), int) else None
         base = metadata.get("baseTimeNanoseconds")
         parsed.base_time_ns = base if isinstance(base, int) else None
