@@ -20,6 +20,7 @@ means the event was kept, with what could not be read set to null.
 | ``missing_dur`` | warning | a complete (``X``) event has no ``dur`` |
 | ``negative_ts`` / ``negative_dur`` | warning | ``ts`` / ``dur`` below zero, kept as written |
 | ``negative_bytes`` | warning | a ``[memory]`` event's ``Total Allocated``/``Total Reserved`` is below zero (a negative ``Bytes`` is a free, and fine) |
+| ``memory_totals_missing`` | warning | a ``[memory]`` event has no ``Total Allocated`` or ``Total Reserved`` (the 2021 format): no allocator curve, only the change since the trace began |
 
 ``NaN`` in ``args`` is read as DuckDB reads it (NaN for a DOUBLE key, null for an integer one),
 unreported.
@@ -47,6 +48,11 @@ CODES: dict[str, tuple[str, str]] = {
     "negative_ts": ("warning", "events have a negative ts"),
     "negative_dur": ("warning", "events have a negative dur"),
     "negative_bytes": ("warning", "[memory] events have a negative Total Allocated or Total Reserved"),
+    "memory_totals_missing": (
+        "warning",
+        "[memory] events have no Total Allocated or Total Reserved (the 2021 format): memory_timeline and memory_peaks"
+        " give net_allocated_bytes, the change since the trace began, and no allocator totals",
+    ),
 }
 
 DROPPED_CODES = frozenset(code for code, (severity, _) in CODES.items() if severity == "error") - {"invalid_utf8"}
@@ -64,8 +70,11 @@ CHUNK_CHECKS: dict[str, str] = {
 }
 BAD_TIMES = "select bad_ts, bad_dur from chunk where bad_ts is not null or bad_dur is not null"
 
-NEGATIVE_BYTES = "select count(*) from {table} where total_allocated_bytes < 0 or total_reserved_bytes < 0"
-"""Over the ``memory_events`` table's file."""
+# Per code: the condition, over the ``memory_events`` table's file, that an event has that problem.
+MEMORY_CHECKS: dict[str, str] = {
+    "negative_bytes": "total_allocated_bytes < 0 or total_reserved_bytes < 0",
+    "memory_totals_missing": "total_allocated_bytes is null or total_reserved_bytes is null",
+}
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 _NON_FINITE = {"nan", "inf", "infinity"}

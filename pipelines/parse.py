@@ -22,7 +22,7 @@ import fsspec
 
 from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.checks import (
-    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, NEGATIVE_BYTES, bad_time_counts, message,
+    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, MEMORY_CHECKS, bad_time_counts, message,
 )
 from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
@@ -347,10 +347,12 @@ class _EventLoader:
         return _trace_issue(self._trace, severity, code, text, count)
 
     def check_tables(self, parsed: ParsedTrace) -> None:
-        """Checks over whole tables, once they are written (``negative_bytes``)."""
+        """Checks over whole tables, once they are written (``MEMORY_CHECKS``)."""
         memory = sql_path(parsed.table_files["memory_events"])
+        counts = ", ".join(f"count(*) filter (where {condition})" for condition in MEMORY_CHECKS.values())
         with self._con.cursor() as cur:
-            self.counts["negative_bytes"] += cur.execute(NEGATIVE_BYTES.format(table=memory)).fetchone()[0]
+            found = cur.execute(f"select {counts} from {memory}").fetchone()
+        self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:

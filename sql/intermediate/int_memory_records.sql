@@ -3,7 +3,8 @@
 -- totals), and the innermost node of torch-tb-profiler's op tree containing its ts ([start, end)) on the same tid:
 -- node_pos/node_event_idx, and attached_to_op when that node is an operator node (records whose innermost node is a
 -- ProfilerStep, module, DataLoader or Optimizer range, or that lie outside every range, are attached to no op, as in
--- tb_plugin).
+-- tb_plugin). net_allocated_bytes is the running sum of Bytes per device in time order: what the device allocated
+-- since the trace began, the one curve 2021-format traces allow (their events have no totals and no Addr).
 -- Device Type is c10::DeviceType: CPU 0; the accelerators CUDA 1, HIP 6 (ROCm), XPU 12, MPS 13, HPU 15, MTIA 19,
 -- PrivateUse1 20 and the rest are devices; MKLDNN 2 and IDEEP 5 (CPU layouts), Meta 14 and Lazy 17 (no storage) are
 -- not. tb_plugin knows only CPU and CUDA, and so drops the GPU memory of ROCm, XPU and MTIA traces: we do not.
@@ -92,6 +93,9 @@ select
     addr is not null
         and total_allocated_bytes is not null
         and total_reserved_bytes is not null as on_curve,
+    sum(bytes) over (
+        partition by trace_id, device order by ts_ns, event_idx rows unbounded preceding
+    ) as net_allocated_bytes,
     node_pos,
     node_event_idx,
     node_name,
