@@ -31,7 +31,9 @@ _DEVICE_ACTIVITY = """
     try_cast(args.stream as bigint) as stream,
     args.correlation as correlation,
     args."External id" as external_id,
-    args.context as context"""
+    args.context as context,
+    args."graph id" as graph_id,
+    args."graph node id" as graph_node_id"""
 
 _COLLECTIVE = """
     args."Collective name" as collective_name,
@@ -46,7 +48,8 @@ _COLLECTIVE = """
     coalesce(args."Process Group Name", args."Process Group ID") as process_group_name,
     args."Process Group Description" as process_group_desc,
     args."Process Group Ranks" as process_group_ranks,
-    args.Seq as seq"""
+    args.Seq as seq,
+    args."Comms Id" as comms_id"""
 
 # grid/block are JSON arrays, or a JSON string holding one (ROCm runtime args).
 _XYZ = "try_cast((case when json_type({j}) = 'VARCHAR' then json({j} ->> '$') else {j} end) ->> '$[{i}]' as bigint)"
