@@ -20,17 +20,32 @@ from typing import Any
 import duckdb
 import fsspec
 
-from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.checks import (
-    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, MEMORY_CHECKS, bad_time_counts, message,
+    BAD_TIMES,
+    CHUNK_CHECKS,
+    CODES,
+    DROPPED_CODES,
+    MEMORY_CHECKS,
+    SPANS,
+    bad_time_counts,
+    message,
+    overlapping_events,
 )
+from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
 from pipelines.repair import repair_events
 from pipelines.rows import PARQUET_FORMAT, PARQUET_VERSION, sql_path, write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
-from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
+from pipelines.tables import (
+    ABSOLUTE_TIME_COLUMNS,
+    ARGS_USED,
+    RAW_TABLE_COLUMNS,
+    SLICE_TABLES,
+    STEPS_COLUMNS,
+    STEPS_FILTER,
+)
 
 log = logging.getLogger(__name__)
 
@@ -347,12 +362,18 @@ class _EventLoader:
         return _trace_issue(self._trace, severity, code, text, count)
 
     def check_tables(self, parsed: ParsedTrace) -> None:
-        """Checks over whole tables, once they are written (``MEMORY_CHECKS``)."""
+        """Checks over whole tables, once they are written (``MEMORY_CHECKS``, ``overlapping_events``)."""
         memory = sql_path(parsed.table_files["memory_events"])
         counts = ", ".join(f"count(*) filter (where {condition})" for condition in MEMORY_CHECKS.values())
+        complete_events = " union all ".join(
+            [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files[table])}" for table in SLICE_TABLES]
+            + [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files['other_events'])} where ph = 'X'"]
+        )
         with self._con.cursor() as cur:
             found = cur.execute(f"select {counts} from {memory}").fetchone()
+            spans = cur.execute(SPANS.format(events=complete_events)).fetchnumpy()
         self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
+        self.counts["overlapping_events"] += overlapping_events(spans["track"], spans["start"], spans["end"])
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:

@@ -226,6 +226,10 @@ RAW_TABLE_COLUMNS: dict[str, str] = {
 """Per event table, its column list: the typed columns, then ``other_args`` (JSON) keeping every ``args`` key that
 no typed column reads, so that nothing in a trace is dropped."""
 
+SLICE_TABLES: tuple[str, ...] = tuple(table for table, columns in _TYPED_COLUMNS.items() if _SLICE in columns)
+"""Tables of complete (``X``) events with ``pid``, ``tid``, ``ts_ns`` and ``dur_ns``; ``other_events`` holds the
+rest of them, with its ``ph``."""
+
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
 """Tables that partition the events: their row counts sum to the trace's event count."""
 

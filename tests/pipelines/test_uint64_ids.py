@@ -10,7 +10,6 @@ CUDA graph node, and an NCCL kernel with its collective's ``Comms Id``.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

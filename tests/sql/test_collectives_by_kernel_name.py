@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diag_fixtures import BASE_NS, cpu_op, kernel, launch, step, write_trace  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from diag_fixtures import BASE_NS, cpu_op, kernel, launch, step, write_trace
+from gpu_marts_helpers import build_lake, read_mart
 
-from transforms.catalog import open_lake  # noqa: E402
+from transforms.catalog import open_lake
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
