@@ -173,6 +173,7 @@ case
     when ph in ('i', 'I') then 'markers'
     when ph in ('s', 't', 'f') then 'flows'
     when ph = 'M' then 'track_names'
+    when ph = 'C' then 'counters'
     else 'other_events'
 end
 """

@@ -171,6 +171,34 @@ _TYPED_COLUMNS: dict[str, str] = {
     dur_ns""",
 }
 
+# Counter (``ph: "C"``) events: one row per value in ``args``. kineto writes CUPTI PM sampling as one event per metric,
+# named by it, with its value under the key "" (``{"": 42.5}``), and MTIA counters as one event of several named
+# values; ``counter`` is the key, or the event's name where the key is empty. A value that is no number is kept as
+# JSON in ``other_args``; an event with no values has one row with neither.
+_COUNTER_ENTRIES = """list_transform(
+        map_entries(json_transform(raw_args, '"MAP(VARCHAR, JSON)"')),
+        entry -> {
+            'counter': coalesce(nullif(entry.key, ''), name),
+            'value': try_cast(entry.value as double),
+            'other_args': if(try_cast(entry.value as double) is null, entry.value, null)
+        }
+    )"""
+_COUNTERS = f"""
+    event_idx,
+    pid,
+    tid,
+    cat,
+    name,
+    ts_ns,
+    unnest(coalesce(
+        nullif(if(json_type(raw_args) = 'OBJECT', {_COUNTER_ENTRIES}, []), []),
+        [{{
+            'counter': null::varchar,
+            'value': null::double,
+            'other_args': if(json_type(raw_args) = 'OBJECT', null, raw_args)
+        }}]
+    ), recursive := true)"""
+
 # Derived from the events rather than routed: one row per ProfilerStep#N range.
 STEPS_COLUMNS = """
     cast(regexp_extract(name, '^ProfilerStep#(\\d+)', 1) as bigint) as step,
@@ -196,7 +224,8 @@ def _args_used(columns: str) -> dict[str, str]:
 
 
 ARGS_USED: dict[str, dict[str, str]] = {
-    table: _args_used(columns) for table, columns in {**_TYPED_COLUMNS, "steps": STEPS_COLUMNS}.items()
+    table: _args_used(columns)
+    for table, columns in {**_TYPED_COLUMNS, "counters": _COUNTERS, "steps": STEPS_COLUMNS}.items()
 }
 """Per table, the ``args`` keys its columns read and their types: only those are decoded for its rows."""
 
@@ -220,8 +249,11 @@ def _other_args(used: dict[str, str]) -> str:
 
 
 RAW_TABLE_COLUMNS: dict[str, str] = {
-    table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
-    for table, columns in _TYPED_COLUMNS.items()
+    **{
+        table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
+        for table, columns in _TYPED_COLUMNS.items()
+    },
+    "counters": _COUNTERS,
 }
 """Per event table, its column list: the typed columns, then ``other_args`` (JSON) keeping every ``args`` key that
 no typed column reads, so that nothing in a trace is dropped."""
@@ -231,7 +263,7 @@ SLICE_TABLES: tuple[str, ...] = tuple(table for table, columns in _TYPED_COLUMNS
 rest of them, with its ``ph``."""
 
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
-"""Tables that partition the events: their row counts sum to the trace's event count."""
+"""Tables that partition the events: each event is in one of them, once (``counters``: once per value)."""
 
 RAW_TABLES: tuple[str, ...] = (
     *EVENT_TABLES,

@@ -70,6 +70,9 @@ RAW_TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "markers": ("instant events other than memory", {}),
     "flows": ("one row per flow event (ac2g launch links, fwdbwd autograd links)", {}),
     "track_names": ("process and thread names (M events)", {}),
+    "counters": ("one row per value of a counter event (ph C: kineto's hardware_counters, MTIA counters)", {
+        "counter": "the counter: its args key, or the event's name where the key is empty (CUPTI PM sampling)",
+        "value": "the counter's value", "other_args": "a value that is not a number, as JSON"}),
     "other_events": ("every event no other raw table takes", {}),
     "steps": ("one row per ProfilerStep#N annotation", {}),
     "devices": ("one row per device in deviceProperties (GPU name, memory, SMs)", {

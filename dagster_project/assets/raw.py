@@ -37,6 +37,7 @@ RAW_DESCRIPTIONS = {
     "markers": "Instant events other than [memory] (Iteration Start, Record Window End).",
     "flows": "s/f flow events: ac2g (CPU launch → GPU) and fwdbwd links.",
     "track_names": "M metadata events: process and thread names, labels, sort order.",
+    "counters": "Counter (ph C) events, one row per value: hardware_counters (CUPTI PM sampling), MTIA counters.",
     "other_events": "Events of any other phase or category, kept so nothing is lost.",
     "steps": "One row per ProfilerStep#N range on the host.",
     "devices": "deviceProperties: one row per GPU of the host.",
