@@ -120,6 +120,7 @@ def group_runs(fs: fsspec.AbstractFileSystem, root: str, files: dict[str, dict[s
                 size_bytes=int(info.get("size") or 0),
                 etag=str(info.get("ETag") or info.get("etag") or info.get("mtime") or "") or None,
                 modified=_modified(info),
+                run_trace_count=len(entries),
             )
             for (path, info), trace_id in zip(entries, ids, strict=True)
         )
