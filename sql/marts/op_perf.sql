@@ -19,7 +19,9 @@
 -- Deliberate differences from TraceLens: GEMM and convolution FLOPs leave out the bias add, as torch's own count
 -- (with_flops) does, so that ours equal torch's for every op torch counts (but add/mul whose first input is the
 -- smaller of a broadcast: torch counts that input's elements, not the output's); the added tensor of addmm/baddbmm is
--- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is.
+-- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is; an
+-- op folded into a same-name caller (add.Scalar forwarding to add.Tensor) is one call, as torch counts it, where
+-- TraceLens counts two (and their FLOPs twice).
 -- Ops outside these families, or with shapes or concrete inputs the formulas cannot read, have no row.
 -- An op and the op it calls both have rows (aten::linear and its addmm, matmul and its mm/bmm, attention and its
 -- flash op, conv2d down to _convolution), each with the same FLOPs: a run's FLOPs are
