@@ -49,6 +49,19 @@ B200_KERNELS = {
 }
 FP32_SIMT_GEMM = "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)"
 RCCL_KERNEL = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+# name -> communication (kernel_type COMMUNICATION); the custom all-reduce kernels are HTA's COMPUTATION
+COMMUNICATION_KERNELS = {
+    RCCL_KERNEL: True,
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)": True,  # NCCL before 2.19 (param's 2023 DLRM job)
+    "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, "
+    "unsigned int**, unsigned long, unsigned long)": True,  # torch symmetric memory (the B200 trace)
+    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
+    "__nv_bfloat16*, int, int)": True,  # vLLM/SGLang custom all-reduce
+    "triton_poi_fused_all_gather_copy_in_0": False,  # FSDP2's copy into the all-gather buffer, fused by Inductor
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, "
+    "float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, "
+    "unsigned int, float, 4>)": False,
+}
 COMPUTE_KERNEL = next(iter(MI300X_KERNELS))
 
 
@@ -119,6 +132,8 @@ def vendor_lake(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
            "cudaLaunchKernel")
     _write(src / "fp32_simt", H100, [("aten::mm", FP32_SIMT_GEMM, "float")], "cudaLaunchKernel")
     write_trace(src / "mi300x_ddp", 0, 8, _ddp_step_events())
+    _write(src / "comm_kernel_names", H100, [("c10d::allreduce_", name, None) for name in COMMUNICATION_KERNELS],
+           "cudaLaunchKernel")
     marts = {"kernel_stats", "recommendations", "comm_overlap_by_step", "step_breakdown", "kernel_type_breakdown"}
     build_lake(src, root / "lake", marts)
     rows: dict[str, dict[str, list[dict]]] = {}
@@ -144,3 +159,20 @@ def test_autocast_advice_on_fp32_gemms(vendor_lake) -> None:
     """tb_plugin's rule still fires where it is right: FP32 GEMMs on SIMT kernels, all kernel time eligible."""
     (row,) = [r for r in vendor_lake["recommendations"]["fp32_simt"] if r["rule"] == "tensor_cores_unused"]
     assert row["metric_value"] == 1.0
+
+
+def test_one_classification_of_communication_kernels(vendor_lake) -> None:
+    ours = {r["kernel_name"]: r["kernel_type"] for r in vendor_lake["kernel_stats"]["comm_kernel_names"]}
+    assert ours == {name: "COMMUNICATION" if comm else "COMPUTATION" for name, comm in COMMUNICATION_KERNELS.items()}
+    types = {r["kernel_type"] for r in vendor_lake["kernel_type_breakdown"]["comm_kernel_names"]}
+    assert {"COMMUNICATION", "COMPUTATION"} <= types
+
+
+def test_rccl_kernels_are_communication_in_every_step_table(vendor_lake) -> None:
+    """The MI300X DDP step: GEMM kernel [10, 40] µs; communication = the nccl:all_reduce range [44, 48] and the RCCL
+    kernel [50, 80], which tb_plugin's External-id rule left as computation."""
+    (overlap,) = vendor_lake["comm_overlap_by_step"]["mi300x_ddp"]
+    assert [overlap[c] for c in ("computation_ns", "overlapping_ns", "communication_ns", "other_ns", "total_ns")] == \
+        [30_000, 0, 34_000, 36_000, 100_000]
+    (breakdown,) = vendor_lake["step_breakdown"]["mi300x_ddp"]
+    assert (breakdown["kernel_ns"], breakdown["communication_ns"]) == (30_000, 34_000)
