@@ -6,6 +6,9 @@ showed, with HTA itself run on the same files where it is right.
   AMD-AGI/TraceLens tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz, MIT) took its µs off the GPU's busy
   time but not off the computation time: temporal_breakdown.non_compute_ns = -17 µs, where HTA stops on its own
   ``assert non_compute_time >= 0``.
+- Kernel types of 0 µs: where a computation kernel ends as a communication kernel starts, HTA reports "COMPUTATION
+  overlapping COMMUNICATION" for 0 µs once its edges are more than numpy's quicksort keeps in order (16): on every
+  real trace with such a meeting. kernel_type_breakdown had no such row.
 """
 
 from __future__ import annotations
@@ -35,6 +38,17 @@ def _inference_events(memset_ts_us: float) -> list[dict]:
     ]
 
 
+def _meeting_events(pairs: int) -> list[dict]:
+    """``pairs`` times, 100 µs apart: a 10 µs GEMM, then an NCCL kernel starting as it ends (20 µs, another stream)."""
+    events = [cpu_op("aten::mm", 0, 100 * pairs + 100, 1)]
+    for i in range(pairs):
+        start, gemm, nccl = 100 + 100 * i, 10 + 2 * i, 11 + 2 * i
+        events += [launch(start - 50, 1, gemm), kernel("gemm", start, 10, gemm),
+                   launch(start - 40, 1, nccl), kernel("ncclKernel_AllReduce_RING_LL_Sum_float", start + 10, 20, nccl,
+                                                       stream=9)]
+    return events
+
+
 def _hta(folder: Path):  # -> hta TraceAnalysis
     from hta.trace_analysis import TraceAnalysis
 
@@ -49,6 +63,7 @@ def hta_edges(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     # the memset between the kernels ([21, 20] in HTA's µs), and inside the first one (absorbed: HTA is right)
     write_trace(src / "sub_us_memset_alone", 0, 1, _inference_events(20.2))
     write_trace(src / "sub_us_memset_inside", 0, 1, _inference_events(12.2))
+    write_trace(src / "kernels_meeting", 0, 1, _meeting_events(5))
     marts = {"temporal_breakdown", "kernel_type_breakdown"}
     build_lake(src, root / "lake", marts)
     rows: dict[str, dict[str, list[dict]]] = {}
@@ -82,3 +97,12 @@ def test_no_negative_duration_in_the_hta_marts(hta_edges) -> None:
         for run_rows in runs.values():
             for row in run_rows:
                 assert all(v >= 0 for k, v in row.items() if k.endswith("_ns")), (mart, row)
+
+
+def test_kernel_types_meeting_as_hta(hta_edges) -> None:
+    """5 meetings, 20 edges: HTA reports the 0 µs overlap; computation 50 µs, communication 100 µs."""
+    src, rows = hta_edges
+    ours = {r["kernel_type"]: r["total_ns"] for r in rows["kernel_type_breakdown"]["kernels_meeting"]}
+    ref, _ = _hta(src / "kernels_meeting").get_gpu_kernel_breakdown(visualize=False)
+    assert ours == {k: v * 1000 for k, v in zip(ref["kernel_type"], ref["sum"])} == {
+        "COMPUTATION": 50_000, "COMMUNICATION": 100_000, "COMPUTATION overlapping COMMUNICATION": 0}
