@@ -12,9 +12,8 @@ import gzip
 import json
 from pathlib import Path
 
-from pipelines.lake.read import open_lake
-
 from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
 from transforms.composition.ingest import ingest_run
 

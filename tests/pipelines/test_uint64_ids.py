@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from pipelines.lake.read import open_lake
 
 from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
 from transforms.composition.ingest import ingest_run
 

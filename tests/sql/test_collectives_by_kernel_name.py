@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from diag_fixtures import BASE_NS, cpu_op, kernel, launch, step, write_trace
 from gpu_marts_helpers import build_lake, read_mart
+
 from pipelines.lake.read import open_lake
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")

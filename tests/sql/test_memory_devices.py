@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from pipelines.lake.read import open_lake
 
 from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
 from transforms.composition.ingest import ingest_run
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import fsspec
 import pytest
-from pipelines.lake.read import open_lake
 
 from pipelines.identity import TraceFile
 from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.parse import ParseSettings, parse_trace
 from pipelines.sources import discover_runs
 from transforms.composition.ingest import ingest_run
