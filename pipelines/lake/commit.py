@@ -228,8 +228,6 @@ def _replace_in_transaction(
     rows = _row_counts(con, files)
     adopted: set[str] = set()
     for qualified in {**files, **sources}:
-        if qualified in holding:
-            con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
         copied = [sources[qualified]] if qualified in sources else []
         # An empty file is never adopted (no delete would ever end it, so it would stay for good): it only gives a
         # new table its columns.
@@ -241,6 +239,10 @@ def _replace_in_transaction(
             if not _prepare_table(con, qualified, file_rows, existing):
                 copied.append(_files_select(placed) if placed else file_rows)  # a type changed since: cast
                 placed = []
+        # After the table is made in this transaction's snapshot: the catalog's answer (holding) may come from a
+        # writer that committed the table since, whose commit this one's then conflicts with, and starts again.
+        if qualified in holding and qualified in existing:
+            con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
         _adopt(con, qualified, placed)
         adopted.update(placed)
         for select in copied:
@@ -248,7 +250,7 @@ def _replace_in_transaction(
                 f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
                 {"run_id": run_id},
             )
-    for qualified in holding:
+    for qualified in holding & existing.keys():
         if qualified.split(".")[0] in clear and qualified not in sources and qualified not in files:
             con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
     con.execute(
