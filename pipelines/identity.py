@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TRACE_SUFFIXES = (".json.gz", ".json")
+HIDDEN_PREFIXES = (".", "_")  # a file or folder named so is not read: editors' and tools' own, tracelake's staging
 _RANK_IN_NAME = (
     re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
     re.compile(r"worker[-_]?(\d+)", re.IGNORECASE),
@@ -40,10 +41,9 @@ class RankClaim:
     source: str
 
 
-def is_trace_file(name: str) -> bool:
-    """Whether a file name looks like a Kineto trace (``*.json`` or ``*.json.gz``)."""
-    lower = name.lower()
-    return lower.endswith(TRACE_SUFFIXES) and not name.startswith((".", "_"))
+def named_like_trace(name: str) -> bool:
+    """Whether a file name ends like a Kineto trace (``*.json`` or ``*.json.gz``); read as one unless hidden."""
+    return name.lower().endswith(TRACE_SUFFIXES)
 
 
 def safe_id(name: str) -> str:
