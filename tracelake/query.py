@@ -169,12 +169,12 @@ def _answer(
     sender: Connection, query: str, lake_url: str, options: dict[str, Any] | None, catalog: str | None, run: str | None
 ) -> None:
     """The child of :func:`run_sql`: caps itself, runs the query and sends back ("rows", result) or ("error", exc)."""
-    _cap_memory()
     # Every session libpq opens here (a PostgreSQL catalog's) is read-only and stops at the time limit on the
     # server, where nothing this process does can reach a statement once it is killed.
     os.environ["PGOPTIONS"] = (f"{os.environ.get('PGOPTIONS', '')} -c default_transaction_read_only=on "
                                f"-c statement_timeout={int(TIME_LIMIT_S * 1000)}").strip()
     try:
+        _cap_memory()
         answer: tuple[str, Any] = ("rows", run_query(query, lake_url, options=options, catalog=catalog, run=run))
     except MemoryError:
         answer = ("error", RuntimeError(_out_of_memory()))
@@ -189,7 +189,10 @@ def _answer(
 
 def _cap_memory() -> None:
     """Cap this process's data (heap and private mappings, as the kernel counts them) at what it holds now plus
-    the memory limit and one stack per DuckDB thread (reserved, not used: 8 MiB each by default)."""
+    the memory limit and one stack per DuckDB thread (reserved, not used: 8 MiB each by default). Linux only:
+    elsewhere (no ``/proc``) DuckDB's own memory limit is all that holds."""
+    if not os.path.exists("/proc/self/status"):
+        return
     with open("/proc/self/status") as status:
         held_kib = next(int(line.split()[1]) for line in status if line.startswith("VmData:"))
     stack, _ = resource.getrlimit(resource.RLIMIT_STACK)
