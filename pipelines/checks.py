@@ -9,6 +9,7 @@ means the event was kept, with what could not be read set to null.
 | ``not_an_object`` | error | an entry of ``traceEvents`` is a number, string, ``null`` or list: dropped |
 | ``malformed_event`` | error | an event's text is not JSON (and not one of the cases below): dropped |
 | ``oversized_event`` | error | an event's text is longer than ``ParseSettings.max_event_bytes`` (16 MiB): dropped as it is read, never held whole |
+| ``deeply_nested_event`` | error | an event nests more than ``jsonstream.MAX_EVENT_DEPTH`` (500) levels of objects and lists: dropped before it is decoded |
 | ``duplicate_key`` | warning | a JSON object repeats a key: the last value is kept |
 | ``invalid_surrogate`` | warning | a ``\\ud800``-style escape without its pair: replaced by U+FFFD |
 | ``nan_token`` | warning | ``ts``/``dur`` is ``NaN`` or ``Infinity`` (not JSON): null |
@@ -38,6 +39,7 @@ CODES: dict[str, tuple[str, str]] = {
     "not_an_object": ("error", "entries of traceEvents are not JSON objects (a number, string, null or list): dropped"),
     "malformed_event": ("error", "events are not valid JSON: dropped"),
     "oversized_event": ("error", "events are larger than max_event_bytes: dropped unread"),
+    "deeply_nested_event": ("error", "events nest objects and lists deeper than MAX_EVENT_DEPTH: dropped undecoded"),
     "duplicate_key": ("warning", "JSON objects repeat a key: the last value was kept"),
     "invalid_surrogate": ("warning", "lone UTF-16 surrogate escapes were replaced by U+FFFD"),
     "invalid_utf8": ("error", "invalid UTF-8 byte sequences were replaced by U+FFFD"),

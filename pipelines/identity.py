@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TRACE_SUFFIXES = (".json.gz", ".json")
+HIDDEN_PREFIXES = (".", "_")  # a file or folder named so is not read: editors' and tools' own, tracelake's staging
 # A number after a rank marker is the writer's own statement of the rank; a bare ``_N.`` may as well be a job id
 # or a timestamp (``Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz``), so it is a rank only where it is plausible.
 _RANK_MARKERS = (
@@ -55,10 +56,9 @@ class RankClaim:
         return f"no distributedInfo.rank; rank {self.rank} taken from the {self.source.replace('_', ' ')}"
 
 
-def is_trace_file(name: str) -> bool:
-    """Whether a file name looks like a Kineto trace (``*.json`` or ``*.json.gz``)."""
-    lower = name.lower()
-    return lower.endswith(TRACE_SUFFIXES) and not name.startswith((".", "_"))
+def named_like_trace(name: str) -> bool:
+    """Whether a file name ends like a Kineto trace (``*.json`` or ``*.json.gz``); read as one unless hidden."""
+    return name.lower().endswith(TRACE_SUFFIXES)
 
 
 def safe_id(name: str) -> str:

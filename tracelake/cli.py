@@ -162,11 +162,11 @@ def _run(args: argparse.Namespace) -> int:
                       catalog=args.catalog, jobs=args.jobs, settings=IngestSettings(build=build), record=args.record)
     if args.command == "sql":
         from tracelake.output import write_result
-        from tracelake.query import run_query
+        from tracelake.query import run_sql
 
         try:
-            columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
-                                      catalog=args.catalog, run=args.run)
+            columns, rows = run_sql(args.query, args.lake, options=_storage_options(args.storage_option),
+                                    catalog=args.catalog, run=args.run)
         except (ValueError, RuntimeError, TimeoutError, LookupError) as exc:
             print(f"tracelake sql: {exc}", file=sys.stderr)
             return 2

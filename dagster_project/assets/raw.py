@@ -41,12 +41,14 @@ class RawIngestConfig(dg.Config):
 
 
 def _find_run(run_id: str, config: RawIngestConfig, source: TraceSourceResource) -> RunSource:
+    # A second look: the sensor or the command that launched the run has named the files it skips.
     if config.run_url:
-        runs = [r for r in discover_runs(config.run_url, source.options()) if r.url.rstrip("/") == config.run_url.rstrip("/")]
+        runs = [r for r in discover_runs(config.run_url, source.options(), report_skipped=False)
+                if r.url.rstrip("/") == config.run_url.rstrip("/")]
         if runs:
             return RunSource(run_id, runs[0].url, tuple(replace(t, run_id=run_id) for t in runs[0].traces))
     else:
-        runs = [r for r in discover_runs(source.url, source.options()) if r.run_id == run_id]
+        runs = [r for r in discover_runs(source.url, source.options(), report_skipped=False) if r.run_id == run_id]
         if runs:
             return runs[0]
     raise dg.Failure(f"run {run_id!r}: no trace files found under {config.run_url or source.url}")
