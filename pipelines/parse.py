@@ -342,7 +342,7 @@ class _EventLoader:
         paths = [outdir / f"{table}.parquet" for table in tables]
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
             list(pool.map(self._write_table, tables, paths, [params] * len(paths)))
-        parsed.table_files.update(zip(tables, paths))
+        parsed.table_files.update(zip(tables, paths, strict=True))
 
     def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> None:
         parts = self._parts / table / "*.parquet"
