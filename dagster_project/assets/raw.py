@@ -17,6 +17,7 @@ import dagster as dg
 from dagster._core.definitions.utils import is_valid_name  # the check DynamicOutput applies to mapping keys
 
 from dagster_project.metadata import raw_metadata
+from dagster_project.outbox import RunRecord
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.identity import TraceFile
@@ -151,7 +152,7 @@ def stage_raw_tables(
     for issue in result.issues:
         if issue not in trace_issues:  # run-level findings (duplicate ranks) surface after all traces
             PROGRESS.error(issue.line(f"{run.url} ({issue.trace_id})"))
-    for table, metadata in raw_metadata(result, state).items():
+    for table, metadata in raw_metadata(RunRecord.of_staged(result), state).items():
         yield dg.Output(None, output_name=table, metadata=metadata)
 
 
