@@ -17,9 +17,9 @@ import pytest
 from pipelines.identity import TraceFile
 from pipelines.jsonscan import max_depth
 from pipelines.jsonstream import MAX_EVENT_DEPTH
+from pipelines.lake.read import open_lake
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from tests.support.servers import EXAMPLE_TRACES, ROOT
-from pipelines.lake.read import open_lake
 
 
 def _event(name: str, ts: int, args: str = '{"External id": 1}') -> str:
