@@ -23,6 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -362,10 +363,43 @@ def _parallel_groups_rank(rank: int, world_size: int, port: int, out_url: str, r
                 prof.step()
 
 
-# Pipeline parallelism: each rank is one stage of a few linear layers; a micro-batch is _MICROBATCH rows.
+# Pipeline parallelism: each rank is one stage, a small MLP and a fixed hold per micro-batch (_MICROBATCH rows).
 _MICROBATCH = 32
-_STAGE_WIDTH = 256
-_STAGE_LAYERS = 3
+_STAGE_IO = 64
+_STAGE_HIDDEN = 256
+
+
+@torch.library.custom_op("tracelake::hold", mutates_args=())
+def hold(tensor: torch.Tensor, seconds: float) -> torch.Tensor:
+    """A copy of ``tensor`` after ``seconds``: a torch op (so the profiler records it as a cpu_op, computation
+    like any other) whose time does not depend on how busy the host's cores are, as a device's would not."""
+    time.sleep(seconds)
+    return tensor.clone()
+
+
+@hold.register_fake
+def _hold_shape(tensor: torch.Tensor, seconds: float) -> torch.Tensor:
+    return torch.empty_like(tensor)
+
+
+def _hold_context(ctx: Any, inputs: tuple[torch.Tensor, float], output: torch.Tensor) -> None:
+    ctx.seconds = inputs[1]
+
+
+def _hold_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return hold(grad, 2 * ctx.seconds), None  # a backward pass costs about twice its forward
+
+
+hold.register_autograd(_hold_backward, setup_context=_hold_context)
+
+
+class _Hold(nn.Module):
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, tensor: torch.Tensor) -> torch.Tensor:
+        return hold(tensor, self.seconds)
 
 
 def _pipeline_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -374,37 +408,41 @@ def _pipeline_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def profile_pipeline_job(
     out_url: str, *, run_id: str = PIPELINE_RUN_ID, stages: int = 2, schedule_name: str = "gpipe",
-    microbatches: int = 4, steps: int = 3,
+    microbatches: int = 4, steps: int = 3, hold_ms: float = 10.0,
 ) -> None:
     """Run a ``stages``-rank pipeline-parallel job (``torch.distributed.pipelining`` over gloo, one stage per
     rank) with the GPipe or 1F1B schedule over ``microbatches`` micro-batches per step (1F1B needs at least as
     many micro-batches as stages). The last of ``steps`` (at least 2) is profiled:
-    ``<out_url>/<run_id>/rank-<r>.step<steps>.pt.trace.json.gz``. Each micro-batch is a fixed size, so the
-    compute per micro-batch is the same whatever their number."""
+    ``<out_url>/<run_id>/rank-<r>.step<steps>.pt.trace.json.gz``. A stage is a small MLP then a :func:`hold` of
+    ``hold_ms`` per micro-batch in forward, twice that in backward: the ranks share a few busy cores, where real
+    compute would stretch with the load and hide the schedule's bubble, while a stage's time on a device would not
+    stretch. Micro-batches are a fixed size, so a stage's time per micro-batch does not depend on their number."""
     if schedule_name not in PIPELINE_SCHEDULES:
         raise ValueError(f"schedule_name must be one of {PIPELINE_SCHEDULES}, not {schedule_name!r}")
     _run_ranks(
         f"pipeline job {run_id!r} ({schedule_name}, {microbatches} micro-batches) writing to {out_url}", stages,
-        _pipeline_rank, out_url, run_id, schedule_name, microbatches, steps,
+        _pipeline_rank, out_url, run_id, schedule_name, microbatches, steps, hold_ms,
     )
 
 
 def _pipeline_rank(
     rank: int, world_size: int, port: int, out_url: str, run_id: str, schedule_name: str, microbatches: int,
-    steps: int,
+    steps: int, hold_ms: float,
 ) -> None:
     """One stage of :func:`profile_pipeline_job`."""
     with _gloo_process_group(rank, world_size, port):
         torch.manual_seed(rank)
-        layers = [(nn.Linear(_STAGE_WIDTH, _STAGE_WIDTH), nn.ReLU()) for _ in range(_STAGE_LAYERS)]
-        stage_module = nn.Sequential(*(module for layer in layers for module in layer))
+        stage_module = nn.Sequential(
+            nn.Linear(_STAGE_IO, _STAGE_HIDDEN), nn.ReLU(), nn.Linear(_STAGE_HIDDEN, _STAGE_IO),
+            _Hold(hold_ms / 1000),
+        )
         stage = PipelineStage(stage_module, rank, world_size, torch.device("cpu"))
         schedule_class = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule_name]
         pipeline = schedule_class(stage, n_microbatches=microbatches, loss_fn=_pipeline_loss)
         optimizer = torch.optim.SGD(stage_module.parameters(), lr=0.01)
         generator = torch.Generator().manual_seed(0)
-        inputs = torch.randn(microbatches * _MICROBATCH, _STAGE_WIDTH, generator=generator)
-        targets = torch.randn(microbatches * _MICROBATCH, _STAGE_WIDTH, generator=generator)
+        inputs = torch.randn(microbatches * _MICROBATCH, _STAGE_IO, generator=generator)
+        targets = torch.randn(microbatches * _MICROBATCH, _STAGE_IO, generator=generator)
         with profile(
             activities=[ProfilerActivity.CPU],
             record_shapes=True,

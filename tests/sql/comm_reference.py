@@ -20,7 +20,7 @@ class Span:
     name: str
     cat: str
     tid: Any
-    start: int  # ns since the trace's base
+    start: int  # absolute ns (the trace's base + ts)
     end: int
     args: dict[str, Any]
 
@@ -32,9 +32,10 @@ def load(path: Path) -> dict[str, Any]:
 
 def spans(trace: dict[str, Any]) -> list[Span]:
     """Every complete event of the trace, times in integer ns."""
+    base = trace.get("baseTimeNanoseconds", 0)
     return [
-        Span(e["name"], e.get("cat", ""), e.get("tid"), round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000),
-             e.get("args", {}))
+        Span(e["name"], e.get("cat", ""), e.get("tid"), base + round(e["ts"] * 1000),
+             base + round((e["ts"] + e["dur"]) * 1000), e.get("args", {}))
         for e in trace["traceEvents"]
         if e.get("ph") == "X"
     ]
@@ -149,3 +150,45 @@ def _product(dims: list[int]) -> int:
     for d in dims:
         result *= d
     return result
+
+
+def clip(intervals: list[tuple[int, int]], window: tuple[int, int]) -> list[tuple[int, int]]:
+    return [(max(s, window[0]), min(e, window[1])) for s, e in intervals if min(e, window[1]) > max(s, window[0])]
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    stage_first_op: str
+    upstream: int | None
+    sends: int
+    compute: int
+    send_recv: int
+    wait: int
+    step_ns: int
+
+
+def pipeline_figures(traces: dict[int, list[Span]], step: int) -> dict[int, StageFigures]:
+    """Per rank of a pipeline job: its sends/receives in ``step`` (peers are global ranks: the default group),
+    the time it computes, is in sends/receives and waits in receives before the peer's matching send started, all
+    within the step and outside computation."""
+    p2p = {r: sorted((i for i in gloo_instances(ev) if i.step == step and i.name in ("send", "recv")),
+                     key=lambda i: i.start) for r, ev in traces.items()}
+    figures = {}
+    for rank, events in traces.items():
+        (window,) = [(s.start, s.end) for s in events if s.name == f"ProfilerStep#{step}"]
+        compute = clip(host_compute(events), window)
+        mine = p2p[rank]
+        waits = []
+        for peer in {i.peer for i in mine}:
+            recvs = [i for i in mine if i.name == "recv" and i.peer == peer]
+            sends = [i for i in p2p[peer] if i.name == "send" and i.peer == rank]
+            waits += [(r.start, min(r.end, s.start)) for r, s in zip(recvs, sends) if s.start > r.start]
+        in_p2p = clip([(i.start, i.end) for i in mine], window)
+        in_wait = clip(waits, window)
+        first_recv = next((i for i in mine if i.name == "recv"), None)
+        figures[rank] = StageFigures(
+            mine[0].name, first_recv.peer if first_recv else None, sum(i.name == "send" for i in mine),
+            length(compute), length(in_p2p) - overlap(in_p2p, compute), length(in_wait) - overlap(in_wait, compute),
+            window[1] - window[0],
+        )
+    return figures
