@@ -28,10 +28,12 @@ test-debs:
 	elif [ -n "$$missing" ]; then echo "not installed (tests that need them skip): $$missing"; fi
 
 test: $(STAMP) test-debs
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) lake .pytest_cache
+	rm -rf $(VENV) lake demo-traces .pytest_cache build

@@ -11,7 +11,7 @@ every batch; and the fill's connection has one thread (DuckDB's threads contend 
 runs with one, 70 s with two). A PostgreSQL fill takes ~10 to 20 s per 100 runs on the loaded 2-core machine (a
 minute per 100 runs before: 100 runs per transaction, the template read through its catalog, DuckDB's default
 threads). Then it times, in the N-run lake, what users do: open the lake, commit one more run through the real
-per-run commit (:func:`pipelines.commit.replace_run`, every table in one transaction, then expiring the old
+per-run commit (:func:`pipelines.lake.commit.replace_run`, every table in one transaction, then expiring the old
 version) of a new run and of a run already there, a query about one run (``pruned_query_s``: the run's own files,
 found in the catalog by one indexed query, as ``tracelake sql --run`` reads them; ``pruned_scan_s``: a DuckLake scan
 filtered to the run, which lists every run's file), and a query over all runs. Medians of 3 for each timed step.
@@ -40,13 +40,13 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipelines.commit import expire_old_versions, lake_tables, replace_run  # noqa: E402
-from pipelines.lake import Lake  # noqa: E402
+from pipelines.lake.commit import expire_old_versions, lake_tables, replace_run  # noqa: E402
+from pipelines.lake.lake import Lake  # noqa: E402
+from pipelines.lake.read import open_lake  # noqa: E402
+from pipelines.lake.run_scope import scope_to_run  # noqa: E402
 from pipelines.rows import sql_path  # noqa: E402
 from pipelines.sources import discover_runs  # noqa: E402
-from transforms.catalog import open_lake  # noqa: E402
-from transforms.pipeline import ingest_run  # noqa: E402
-from transforms.run_scope import scope_to_run  # noqa: E402
+from transforms.composition.ingest import ingest_run  # noqa: E402
 
 CROSS_RUN = """
     select name, count(*) as calls, sum(dur_ns) as total_ns, count(distinct run_id) as runs

@@ -9,13 +9,12 @@ Environment: ``TRACELAKE_CELERY_BROKER`` and ``TRACELAKE_CELERY_BACKEND`` (e.g. 
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 from dagster_aws.s3 import S3PickleIOManager, S3Resource
 from dagster_celery import celery_executor
 
 from dagster_project import definitions as single_machine  # a module: one Definitions object at module scope
+from pipelines.settings import CELERY_BACKEND, CELERY_BROKER, STEP_IO
 
 
 def step_io_manager(url: str) -> S3PickleIOManager:
@@ -27,14 +26,14 @@ def step_io_manager(url: str) -> S3PickleIOManager:
 
 
 executor = celery_executor.configured(
-    {"broker": {"env": "TRACELAKE_CELERY_BROKER"}, "backend": {"env": "TRACELAKE_CELERY_BACKEND"}},
+    {"broker": {"env": CELERY_BROKER.name}, "backend": {"env": CELERY_BACKEND.name}},
     name="tracelake_celery",
 )
 
 defs = dg.Definitions.merge(
     single_machine.defs,
     dg.Definitions(
-        resources={"io_manager": step_io_manager(os.environ.get("TRACELAKE_STEP_IO", ""))},
+        resources={"io_manager": step_io_manager(STEP_IO.value() or "")},
         executor=executor,
     ),
 )

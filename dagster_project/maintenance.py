@@ -1,17 +1,16 @@
 """``maintain_lake``: the lake's upkeep as a job, on a schedule beside the sensor (``tracelake maintain`` by hand)."""
 
-import os
-
 import dagster as dg
 
 from dagster_project.resources import LakeResource
-from pipelines.maintenance import LEFTOVER_AGE, maintain
+from pipelines.lake.maintenance import LEFTOVER_AGE, maintain
+from pipelines.settings import MAINTAIN_CRON, RETENTION
 
 
 class MaintenanceConfig(dg.Config):
     """How long older versions stay readable, and when staged or orphaned files count as a killed ingest's."""
 
-    retention: str = os.environ.get("TRACELAKE_RETENTION", "0 seconds")
+    retention: str = RETENTION.text()
     leftover_age: str = LEFTOVER_AGE
 
 
@@ -32,6 +31,6 @@ def maintain_lake_job() -> None:
 
 maintain_lake_schedule = dg.ScheduleDefinition(
     job=maintain_lake_job,
-    cron_schedule=os.environ.get("TRACELAKE_MAINTAIN_CRON", "0 3 * * *"),
+    cron_schedule=MAINTAIN_CRON.text(),
     default_status=dg.DefaultScheduleStatus.STOPPED,
 )

@@ -4,4 +4,5 @@ from __future__ import annotations
 
 import dagster as dg
 
-trace_runs = dg.DynamicPartitionsDefinition(name="trace_runs")
+TRACE_RUNS = "trace_runs"
+trace_runs = dg.DynamicPartitionsDefinition(name=TRACE_RUNS)

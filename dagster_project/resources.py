@@ -1,19 +1,27 @@
-"""Where traces come from and where the lake is; values come from environment variables."""
+"""Where traces come from and where the lake is; values come from environment variables
+(:mod:`pipelines.settings`)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import dagster as dg
 import orjson
 
 from pipelines.cores import core_share
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.parse import ParseSettings
-from pipelines.storage import OPTIONS_VARIABLE
-from transforms.pipeline import MartSettings
-from transforms.runner import MARTS_MEMORY_LIMIT
+from pipelines.settings import (
+    CATALOG,
+    FULL_PASS_EVERY,
+    LAKE,
+    MEMORY_LIMIT,
+    SETTLE_S,
+    SOURCE,
+    STORAGE_OPTIONS,
+    Variable,
+)
+from transforms.composition.steps import BuildSettings
 
 
 def _options(storage_options_json: str) -> dict[str, Any] | None:
@@ -25,9 +33,9 @@ class TraceSourceResource(dg.ConfigurableResource):
 
     url: str
     storage_options_json: str = ""
-    full_pass_every: int = 10
+    full_pass_every: int = int(FULL_PASS_EVERY.default or 10)
     """On S3, every n-th sensor tick lists everything (rewrites); the others list only new keys."""
-    settle_seconds: int = 60
+    settle_seconds: int = int(SETTLE_S.default or 60)
     """Local folders: a run with a file written in the last n seconds waits for a later tick (files are written in
     place); object stores only ever show whole uploads."""
 
@@ -57,42 +65,37 @@ class IngestSettingsResource(dg.ConfigurableResource):
     max_event_mb: int = ParseSettings.max_event_bytes >> 20
     """An event larger than this is skipped and reported (``oversized_event``), never held whole."""
     memory_limit: str = ParseSettings.memory_limit
-    marts_memory_limit: str = MARTS_MEMORY_LIMIT
+    marts_memory_limit: str = ""
+    """DuckDB's buffer for the analysis tables (default ``TRACELAKE_MEMORY_LIMIT``, else 400MB)."""
     parallelism: int = 0
-    """Parse steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
-    report_ahead: bool = False
-    """Start the run's report once the marts commit, for the report step to take over: only where that step runs in
-    the same process (``tracelake ingest``'s in-process runs; see :func:`transforms.report_files.start_run_report`)."""
+    """Steps running at once on one machine (the executor's ``max_concurrent``; 0: one); each gets cores / parallelism threads."""
 
-    def mart_settings(self) -> MartSettings:
-        """The settings of the step that builds and commits the marts: as a parse step, its share of the cores."""
-        return MartSettings(memory_limit=self.marts_memory_limit, threads=self._threads())
-
-    def _threads(self) -> int:
-        return core_share(self.parallelism)
+    def build(self) -> BuildSettings:
+        """The settings of the step that builds a run's analysis tables: as a parse step, its share of the cores."""
+        limit = self.marts_memory_limit or MEMORY_LIMIT.value()
+        return BuildSettings(threads=core_share(self.parallelism), **({"memory_limit": limit} if limit else {}))
 
     def parse_settings(self) -> ParseSettings:
         """The pipelines-level settings of one parse step."""
         return ParseSettings(chunk_bytes=self.chunk_mb << 20, max_event_bytes=self.max_event_mb << 20,
-                             memory_limit=self.memory_limit, threads=self._threads())
+                             memory_limit=self.memory_limit, threads=core_share(self.parallelism))
+
+
+def _from_env(variable: Variable) -> dg.EnvVar | str:
+    """``variable``, read when a run starts where it is set (so a secret never lands in a run's config); else empty,
+    the field's own default."""
+    return dg.EnvVar(variable.name) if variable.is_set() else ""
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
-    """Resources bound to TRACELAKE_SOURCE, TRACELAKE_LAKE, TRACELAKE_STORAGE_OPTIONS, TRACELAKE_CATALOG,
-    TRACELAKE_FULL_PASS_EVERY and TRACELAKE_SETTLE_S."""
-    options = dg.EnvVar(OPTIONS_VARIABLE) if OPTIONS_VARIABLE in os.environ else ""
-    # set only where the variable is, so that an unset one leaves the field's own default
-    source_ints = {
-        field: dg.EnvVar.int(variable)
-        for field, variable in (("full_pass_every", "TRACELAKE_FULL_PASS_EVERY"), ("settle_seconds", "TRACELAKE_SETTLE_S"))
-        if variable in os.environ
-    }
+    """Resources bound to the variables of :mod:`pipelines.settings`."""
+    source_ints = {field: dg.EnvVar.int(variable.name)
+                   for field, variable in (("full_pass_every", FULL_PASS_EVERY), ("settle_seconds", SETTLE_S))
+                   if variable.is_set()}
     return {
-        "source": TraceSourceResource(url=dg.EnvVar("TRACELAKE_SOURCE"), storage_options_json=options, **source_ints),
-        "lake": LakeResource(
-            url=dg.EnvVar("TRACELAKE_LAKE"),
-            storage_options_json=options,
-            catalog=dg.EnvVar("TRACELAKE_CATALOG") if "TRACELAKE_CATALOG" in os.environ else "",
-        ),
+        "source": TraceSourceResource(url=dg.EnvVar(SOURCE.name), storage_options_json=_from_env(STORAGE_OPTIONS),
+                                      **source_ints),
+        "lake": LakeResource(url=dg.EnvVar(LAKE.name), storage_options_json=_from_env(STORAGE_OPTIONS),
+                             catalog=_from_env(CATALOG)),
         "ingest_settings": IngestSettingsResource(),
     }

@@ -7,17 +7,16 @@ never ingests a file set twice.
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from dagster_project.jobs import ingest_job
-from dagster_project.partitions import trace_runs
+from dagster_project.partitions import TRACE_RUNS
 from dagster_project.resources import TraceSourceResource
 from dagster_project.run_requests import FILES_TAG, ingest_request
+from pipelines.settings import SCHEDULE_CRON
 from pipelines.watch import WatchState, scan
 
-CRON = os.environ.get("TRACELAKE_SCHEDULE_CRON", "*/15 * * * *")
+CRON = SCHEDULE_CRON.text()
 
 
 @dg.schedule(job=ingest_job, cron_schedule=CRON, default_status=dg.DefaultScheduleStatus.STOPPED)
@@ -26,6 +25,6 @@ def trace_runs_schedule(context: dg.ScheduleEvaluationContext, source: TraceSour
     changes, _, _ = scan(source.url, source.options(), WatchState(), settle_s=source.settle_seconds)
     launched = {value for _, values in context.instance.get_run_tags([FILES_TAG]) for value in values}
     pending = [c for c in changes if c.run_key not in launched]
-    known = set(context.instance.get_dynamic_partitions(trace_runs.name))
-    context.instance.add_dynamic_partitions(trace_runs.name, [c.run_id for c in pending if c.run_id not in known])
+    known = set(context.instance.get_dynamic_partitions(TRACE_RUNS))
+    context.instance.add_dynamic_partitions(TRACE_RUNS, [c.run_id for c in pending if c.run_id not in known])
     return [ingest_request(c) for c in pending]

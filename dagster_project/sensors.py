@@ -6,18 +6,17 @@ Listing strategy and cursor layout: see :mod:`pipelines.watch`. The run key is
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 from dagster_project.jobs import ingest_job
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import TraceSourceResource
 from dagster_project.run_requests import ingest_request
+from pipelines.settings import SENSOR_INTERVAL_S
 from pipelines.watch import WatchState, scan
 
 # Definition-time setting (Dagster reads it when loading the code location), not a resource.
-INTERVAL_S = int(os.environ.get("TRACELAKE_SENSOR_INTERVAL_S", "30"))
+INTERVAL_S = int(SENSOR_INTERVAL_S.number())
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.STOPPED)

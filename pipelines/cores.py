@@ -7,6 +7,8 @@ import os
 
 import duckdb
 
+from pipelines.rows import one
+
 
 @functools.cache
 def available_cores() -> int:
@@ -14,7 +16,7 @@ def available_cores() -> int:
     cgroup), both of which ``os.cpu_count()`` ignores: a parse on a 4-CPU pod of a 64-core node would otherwise
     start 64 chunk tasks at once."""
     with duckdb.connect() as con:
-        (quota,) = con.execute("select current_setting('threads')").fetchone()
+        (quota,) = one(con.execute("select current_setting('threads')"))
     pinned = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else int(quota)  # Linux only
     return max(1, min(int(quota), pinned))
 

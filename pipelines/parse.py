@@ -20,17 +20,32 @@ from typing import Any
 import duckdb
 import fsspec
 
-from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.checks import (
-    BAD_TIMES, CHUNK_CHECKS, CODES, DROPPED_CODES, NEGATIVE_BYTES, bad_time_counts, message,
+    BAD_TIMES,
+    CHUNK_CHECKS,
+    CODES,
+    DROPPED_CODES,
+    MEMORY_CHECKS,
+    SPANS,
+    bad_time_counts,
+    message,
+    overlapping_events,
 )
+from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
 from pipelines.repair import repair_events
 from pipelines.rows import PARQUET_FORMAT, PARQUET_VERSION, sql_path, write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
-from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
+from pipelines.tables import (
+    ABSOLUTE_TIME_COLUMNS,
+    ARGS_USED,
+    RAW_TABLE_COLUMNS,
+    SLICE_TABLES,
+    STEPS_COLUMNS,
+    STEPS_FILTER,
+)
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +330,7 @@ class _EventLoader:
 
     def write_tables(self, parsed: ParsedTrace, outdir: Path) -> None:
         """Join each table's parts into its Parquet file, with identity (run, trace, rank) in front and absolute
-        times: the file the lake adopts as it is (:func:`pipelines.commit.replace_run`).
+        times: the file the lake adopts as it is (:func:`pipelines.lake.commit.replace_run`).
 
         Tables are written ``workers`` at a time: a small table's statement is mostly fixed cost
         on one thread, which the other table's work fills in."""
@@ -347,10 +362,18 @@ class _EventLoader:
         return _trace_issue(self._trace, severity, code, text, count)
 
     def check_tables(self, parsed: ParsedTrace) -> None:
-        """Checks over whole tables, once they are written (``negative_bytes``)."""
+        """Checks over whole tables, once they are written (``MEMORY_CHECKS``, ``overlapping_events``)."""
         memory = sql_path(parsed.table_files["memory_events"])
+        counts = ", ".join(f"count(*) filter (where {condition})" for condition in MEMORY_CHECKS.values())
+        complete_events = " union all ".join(
+            [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files[table])}" for table in SLICE_TABLES]
+            + [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files['other_events'])} where ph = 'X'"]
+        )
         with self._con.cursor() as cur:
-            self.counts["negative_bytes"] += cur.execute(NEGATIVE_BYTES.format(table=memory)).fetchone()[0]
+            found = cur.execute(f"select {counts} from {memory}").fetchone()
+            spans = cur.execute(SPANS.format(events=complete_events)).fetchnumpy()
+        self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
+        self.counts["overlapping_events"] += overlapping_events(spans["track"], spans["start"], spans["end"])
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:
@@ -388,7 +411,7 @@ def parse_trace(
             loader.load(chunker)
         envelope = chunker.envelope
         metadata = envelope.metadata
-        parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
+        parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, trace))
         parsed.event_count = loader.count
         parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message, p.count) for p in envelope.problems]
         parsed.issues += loader.issues
@@ -398,10 +421,9 @@ def parse_trace(
         if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             message = f"salvaged {loader.count} complete events from the damaged trace"
             parsed.issues.append(_trace_issue(trace, "warning", "salvaged_events", message, loader.count))
-        if loader.count and parsed.rank.source != "distributedInfo":
-            source = parsed.rank.source.replace("_", " ")
-            message = f"no distributedInfo.rank; rank {parsed.rank.rank} taken from the {source}"
-            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", message))
+        rank_note = parsed.rank.note()
+        if loader.count and rank_note:
+            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", rank_note))
         parsed.schema_version = metadata.get("schemaVersion") if isinstance(metadata.get("schemaVersion"), int) else None
         base = metadata.get("baseTimeNanoseconds")
         parsed.base_time_ns = base if isinstance(base, int) else None

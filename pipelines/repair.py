@@ -16,7 +16,13 @@ import re
 from collections import Counter
 from typing import Any
 
-from pipelines.jsonstream import COMPACT_BOUNDARY, KINETO_BOUNDARY, repair_surrogates, sanitize_utf8, tolerant_loads
+from pipelines.jsonstream import (
+    COMPACT_BOUNDARY,
+    KINETO_BOUNDARY,
+    repair_surrogates,
+    sanitize_utf8,
+    tolerant_loads,
+)
 
 # args keys the tables read as an [x, y, z] array, or as a string holding one (tables._XYZ).
 _XYZ_ARGS = ("grid", "block")

@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-# How the lake's data files are written, by the parse and by DuckLake (the lake's options, :mod:`pipelines.lake`):
+# How the lake's data files are written, by the parse and by DuckLake (the lake's options, :mod:`pipelines.lake.lake`):
 # Parquet 2.0 encodings (delta-packed integers such as times and event numbers, delta-length strings) and zstd.
 # Against 1.0's plain and dictionary pages, the raw tables of a 234 MB trace take 3.3 MB instead of 8.3 MB, are
 # written faster, and read faster: its models built in 3.0 s instead of 3.3 s.
@@ -36,6 +36,14 @@ def small_statements() -> duckdb.DuckDBPyConnection:
     Opening a database costs ~14 ms, which a small run paid several times per trace; a cursor
     costs nothing, and each thread may use its own at once. Close it after use."""
     return _shared_database().cursor()
+
+
+def one(cursor: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    """The one row a statement answers (an aggregate, a setting); raises LookupError where it answers none."""
+    row = cursor.fetchone()
+    if row is None:
+        raise LookupError("the statement answered no row")
+    return row
 
 
 def sql_path(path: Path | str) -> str:

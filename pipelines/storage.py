@@ -4,36 +4,93 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.core import url_to_fs
 
-HTTP_TIMEOUT_S = int(os.environ.get("TRACELAKE_HTTP_TIMEOUT_S", "30"))
-"""Connect and read timeout of every object-store request, in seconds."""
-OPTIONS_VARIABLE = "TRACELAKE_STORAGE_OPTIONS"
-"""fsspec options as JSON (credentials included): read from the environment, so no secret is stored in a run's config."""
+from pipelines.rows import sql_path
+from pipelines.settings import HTTP_TIMEOUT_S
+
+
+def http_timeout_s() -> int:
+    """Connect and read timeout of every object-store request, in seconds (``TRACELAKE_HTTP_TIMEOUT_S``)."""
+    return int(HTTP_TIMEOUT_S.number())
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """How to reach an S3 store: explicit options win over the standard AWS environment. The one translation of
+    credentials and endpoint, for fsspec (:func:`storage_options_for`), DuckDB (:meth:`duckdb_secret`) and Polars
+    (:meth:`polars_options`)."""
+
+    key: str | None
+    secret: str | None
+    token: str | None
+    region: str
+    endpoint_url: str | None
+
+    @classmethod
+    def of(cls, options: dict[str, Any] | None) -> S3Access:
+        """From fsspec ``options`` (``key``, ``secret``, ``token``, ``client_kwargs.endpoint_url``) and the AWS_*
+        variables."""
+        options = options or {}
+        env = os.environ.get
+        return cls(
+            key=options.get("key") or env("AWS_ACCESS_KEY_ID"),
+            secret=options.get("secret") or env("AWS_SECRET_ACCESS_KEY"),
+            token=options.get("token") or env("AWS_SESSION_TOKEN"),
+            region=env("AWS_REGION") or env("AWS_DEFAULT_REGION") or "us-east-1",
+            endpoint_url=(options.get("client_kwargs") or {}).get("endpoint_url") or options.get("endpoint_url")
+            or env("AWS_ENDPOINT_URL_S3") or env("AWS_ENDPOINT_URL"),
+        )
+
+    def duckdb_secret(self) -> str:
+        """``CREATE TEMPORARY SECRET`` for DuckDB's httpfs: held by the connection, never stored in a catalog."""
+        fields: dict[str, str | bool | None] = {"key_id": self.key, "secret": self.secret,
+                                                "session_token": self.token, "region": self.region}
+        if self.endpoint_url:
+            parsed = urlsplit(self.endpoint_url)
+            fields |= {"endpoint": parsed.netloc, "use_ssl": parsed.scheme == "https", "url_style": "path"}
+        body = ", ".join(
+            f"{key} {value}" if isinstance(value, bool) else f"{key} {sql_path(value)}"
+            for key, value in fields.items() if value not in (None, "")
+        )
+        return f"create or replace temporary secret tracelake_s3 (type s3, {body})"
+
+    def polars_options(self) -> dict[str, str]:
+        """The same in the form of Polars' native object-store client."""
+        out = {"aws_region": self.region}
+        if self.endpoint_url:
+            out |= {"aws_endpoint_url": self.endpoint_url, "aws_allow_http": str(self.endpoint_url.startswith("http://")).lower()}
+        for value, name in ((self.key, "aws_access_key_id"), (self.secret, "aws_secret_access_key"),
+                            (self.token, "aws_session_token")):
+            if value:
+                out[name] = value
+        return out
 
 
 def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return fsspec options for ``url``: explicit ``options`` win over the AWS environment.
 
-    s3fs reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY itself; the endpoint is passed
-    explicitly because not every botocore build honours AWS_ENDPOINT_URL, and only the endpoint
-    goes in client_kwargs (a region there makes bucket creation fail on S3-compatible servers).
+    s3fs reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY itself; the endpoint is passed explicitly because not every
+    botocore build honours AWS_ENDPOINT_URL, and only the endpoint goes in client_kwargs (a region there makes bucket
+    creation fail on S3-compatible servers).
     """
     merged = dict(options or {})
     if url.startswith(("s3://", "s3a://")):
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = S3Access.of(options).endpoint_url
         client_kwargs = dict(merged.get("client_kwargs") or {})
-        if endpoint and "endpoint_url" not in client_kwargs and "endpoint_url" not in merged:
-            client_kwargs["endpoint_url"] = endpoint
+        if endpoint and "endpoint_url" not in merged:
+            client_kwargs.setdefault("endpoint_url", endpoint)
         if client_kwargs:
             merged["client_kwargs"] = client_kwargs
         # An endpoint that accepts connections and never answers must fail, not hang for minutes.
         config = dict(merged.get("config_kwargs") or {})
-        config.setdefault("connect_timeout", HTTP_TIMEOUT_S)
-        config.setdefault("read_timeout", HTTP_TIMEOUT_S)
+        config.setdefault("connect_timeout", http_timeout_s())
+        config.setdefault("read_timeout", http_timeout_s())
         config.setdefault("retries", {"max_attempts": 2})
         merged["config_kwargs"] = config
     return merged

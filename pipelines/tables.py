@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 
 from pipelines.schema import ARG_TYPES
 
@@ -31,7 +32,9 @@ _DEVICE_ACTIVITY = """
     try_cast(args.stream as bigint) as stream,
     args.correlation as correlation,
     args."External id" as external_id,
-    args.context as context"""
+    args.context as context,
+    args."graph id" as graph_id,
+    args."graph node id" as graph_node_id"""
 
 _COLLECTIVE = """
     args."Collective name" as collective_name,
@@ -46,7 +49,8 @@ _COLLECTIVE = """
     coalesce(args."Process Group Name", args."Process Group ID") as process_group_name,
     args."Process Group Description" as process_group_desc,
     args."Process Group Ranks" as process_group_ranks,
-    args.Seq as seq"""
+    args.Seq as seq,
+    args."Comms Id" as comms_id"""
 
 # grid/block are JSON arrays, or a JSON string holding one (ROCm runtime args).
 _XYZ = "try_cast((case when json_type({j}) = 'VARCHAR' then json({j} ->> '$') else {j} end) ->> '$[{i}]' as bigint)"
@@ -168,6 +172,34 @@ _TYPED_COLUMNS: dict[str, str] = {
     dur_ns""",
 }
 
+# Counter (``ph: "C"``) events: one row per value in ``args``. kineto writes CUPTI PM sampling as one event per metric,
+# named by it, with its value under the key "" (``{"": 42.5}``), and MTIA counters as one event of several named
+# values; ``counter`` is the key, or the event's name where the key is empty. A value that is no number is kept as
+# JSON in ``other_args``; an event with no values has one row with neither.
+_COUNTER_ENTRIES = """list_transform(
+        map_entries(json_transform(raw_args, '"MAP(VARCHAR, JSON)"')),
+        entry -> {
+            'counter': coalesce(nullif(entry.key, ''), name),
+            'value': try_cast(entry.value as double),
+            'other_args': if(try_cast(entry.value as double) is null, entry.value, null)
+        }
+    )"""
+_COUNTERS = f"""
+    event_idx,
+    pid,
+    tid,
+    cat,
+    name,
+    ts_ns,
+    unnest(coalesce(
+        nullif(if(json_type(raw_args) = 'OBJECT', {_COUNTER_ENTRIES}, []), []),
+        [{{
+            'counter': null::varchar,
+            'value': null::double,
+            'other_args': if(json_type(raw_args) = 'OBJECT', null, raw_args)
+        }}]
+    ), recursive := true)"""
+
 # Derived from the events rather than routed: one row per ProfilerStep#N range.
 STEPS_COLUMNS = """
     cast(regexp_extract(name, '^ProfilerStep#(\\d+)', 1) as bigint) as step,
@@ -193,7 +225,8 @@ def _args_used(columns: str) -> dict[str, str]:
 
 
 ARGS_USED: dict[str, dict[str, str]] = {
-    table: _args_used(columns) for table, columns in {**_TYPED_COLUMNS, "steps": STEPS_COLUMNS}.items()
+    table: _args_used(columns)
+    for table, columns in {**_TYPED_COLUMNS, "counters": _COUNTERS, "steps": STEPS_COLUMNS}.items()
 }
 """Per table, the ``args`` keys its columns read and their types: only those are decoded for its rows."""
 
@@ -217,22 +250,103 @@ def _other_args(used: dict[str, str]) -> str:
 
 
 RAW_TABLE_COLUMNS: dict[str, str] = {
-    table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
-    for table, columns in _TYPED_COLUMNS.items()
+    **{
+        table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
+        for table, columns in _TYPED_COLUMNS.items()
+    },
+    "counters": _COUNTERS,
 }
 """Per event table, its column list: the typed columns, then ``other_args`` (JSON) keeping every ``args`` key that
 no typed column reads, so that nothing in a trace is dropped."""
 
-EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
-"""Tables that partition the events: their row counts sum to the trace's event count."""
+SLICE_TABLES: tuple[str, ...] = tuple(table for table, columns in _TYPED_COLUMNS.items() if _SLICE in columns)
+"""Tables of complete (``X``) events with ``pid``, ``tid``, ``ts_ns`` and ``dur_ns``; ``other_events`` holds the
+rest of them, with its ``ph``."""
 
-RAW_TABLES: tuple[str, ...] = (
-    *EVENT_TABLES,
-    "steps",
-    "devices",
-    "process_groups",
-    "trace_metadata",
-    "traces",
-    "quality_issues",
-)
-"""Every raw table a run's ingest writes."""
+EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
+"""Tables that partition the events: each event is in one of them, once (``counters``: once per value)."""
+
+TRACES_COLUMNS = {
+    "trace_id": "VARCHAR",
+    "rank": "BIGINT",
+    "source_uri": "VARCHAR",
+    "size_bytes": "BIGINT",
+    "etag": "VARCHAR",
+    "event_count": "BIGINT",
+    "schema_version": "BIGINT",
+    "base_time_ns": "BIGINT",
+    "window_start_ns": "BIGINT",
+    "window_end_ns": "BIGINT",
+    "parser_version": "VARCHAR",
+    "quality_notes": "VARCHAR",
+    "status": "VARCHAR",
+    "rank_source": "VARCHAR",
+    "world_size": "BIGINT",
+    "backend": "VARCHAR",
+    "run_source_uri": "VARCHAR",
+    "ingested_at": "TIMESTAMPTZ",
+    "in_analysis": "BOOLEAN",
+}
+"""The ``traces`` table's columns after ``run_id``: one row per trace file of the run (:mod:`pipelines.staging.run`)."""
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """What one raw table holds: a line for people, and the meaning of its columns beyond the common ones
+    (``transforms.docs.COMMON_COLUMNS``) where a name does not say it."""
+
+    summary: str
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+RAW_TABLES: dict[str, RawTable] = {
+    "kernels": RawTable("one row per GPU kernel (and MTIA device event), with launch configuration, occupancy and "
+                        "NCCL collective args", {
+        "queued": "time the kernel waited in its queue, from the trace", "registers_per_thread": "registers per thread",
+        "shared_memory_bytes": "static + dynamic shared memory", "blocks_per_sm": "blocks per SM (launch config)",
+        "warps_per_sm": "warps per SM", "est_achieved_occupancy_pct": "profiler's estimated achieved occupancy, in %",
+        "collective_name": "NCCL collective (allreduce, allgather, ...)", "in_msg_nelems": "input elements",
+        "out_msg_nelems": "output elements", "group_size": "ranks in the collective's group"}),
+    "gpu_memcpy": RawTable("one row per GPU memory copy", {
+        "bytes": "bytes copied", "memory_bandwidth_gbps": "as the trace says"}),
+    "gpu_memset": RawTable("one row per GPU memset", {
+        "bytes": "bytes set", "memory_bandwidth_gbps": "as the trace says"}),
+    "gpu_syncs": RawTable("one row per cuda_sync event (stream, event and device synchronization)"),
+    "runtime_calls": RawTable("one row per CUDA/HIP/XPU/MTIA runtime or driver call (cudaLaunchKernel, ...), with its "
+                              "correlation id"),
+    "cpu_ops": RawTable("one row per host operator (cat cpu_op): ATen ops and record_function ranges, with input "
+                        "shapes and record_param_comms args"),
+    "annotations": RawTable("one row per user annotation (record_function: ProfilerStep#N, DataLoader, nccl:*) and "
+                            "GPU user annotation"),
+    "python_functions": RawTable("one row per Python function event (with_stack=True / with_modules=True)"),
+    "profiler_spans": RawTable("the profiler's own spans (PyTorch Profiler (N), buffer flushes)"),
+    "memory_events": RawTable("one row per allocator event ([memory], profile_memory=True): bytes, totals, address, "
+                              "device", {
+        "total_allocated_bytes": "allocated on the device after the event",
+        "total_reserved_bytes": "reserved by the caching allocator after the event"}),
+    "markers": RawTable("instant events other than memory (Iteration Start, Record Window End)"),
+    "flows": RawTable("one row per flow event (ac2g launch links, fwdbwd autograd links)"),
+    "track_names": RawTable("process and thread names, labels and sort order (M events)"),
+    "counters": RawTable("one row per value of a counter event (ph C: kineto's hardware_counters, MTIA counters)", {
+        "counter": "the counter: its args key, or the event's name where the key is empty (CUPTI PM sampling)",
+        "value": "the counter's value", "other_args": "a value that is not a number, as JSON"}),
+    "other_events": RawTable("every event no other raw table takes, kept so that nothing is lost"),
+    "steps": RawTable("one row per ProfilerStep#N range on the host"),
+    "devices": RawTable("one row per device in deviceProperties (GPU name, memory, SMs)", {
+        "total_global_mem_bytes": "the GPU's memory", "num_sms": "streaming multiprocessors"}),
+    "process_groups": RawTable("one row per process group in distributedInfo.pg_config"),
+    "trace_metadata": RawTable("top-level keys of the trace other than traceEvents, value as JSON"),
+    "traces": RawTable("one row per trace file: where it came from, its rank, size, window, parser and status", {
+        "source_uri": "the trace file's URL", "size_bytes": "the file's size as stored",
+        "event_count": "events in traceEvents", "base_time_ns": "baseTimeNanoseconds (0 for legacy traces)",
+        "window_start_ns": "first event's start", "window_end_ns": "last event's end",
+        "quality_notes": "problems found while parsing",
+        "status": "ok; partial (events lost, or salvaged from a damaged file); failed (no event read)",
+        "in_analysis": "false for a trace left out of the analysis tables: another trace of the run claims its rank "
+                       "over an overlapping window and has more events (a duplicate_rank error)"}),
+    "quality_issues": RawTable("one row per problem found in a trace (truncation, missing rank, failed check, ...)", {
+        "severity": "error or warning", "code": "a short stable name of the problem", "message": "what was found",
+        "count": "how many times"}),
+}
+"""Every raw table a run's ingest writes: the event tables, then those made from the trace's other keys, then the
+run's own. The one registry of raw tables: the parse, the commit, ``tracelake tables`` and Dagster's assets read it."""

@@ -20,7 +20,12 @@ from tests.support.databases import PostgresServer, RedisServer, start_postgres,
 from tests.support.s3 import S3Server, moto_server
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake.workloads import (
-    ATTRIBUTION_RUN_ID, CPU_RUN_ID, GLOO_RUN_ID, profile_attribution, profile_gloo_job, profile_single_process,
+    ATTRIBUTION_RUN_ID,
+    CPU_RUN_ID,
+    GLOO_RUN_ID,
+    profile_attribution,
+    profile_gloo_job,
+    profile_single_process,
 )
 
 GLOO_WORLD_SIZE = 2
@@ -142,7 +147,7 @@ def example_lake(tmp_path_factory: pytest.TempPathFactory, cpu_traces_dir: Path)
     root = tmp_path_factory.mktemp("example")
     shutil.copytree(EXAMPLE_TRACES, root / "traces", ignore=shutil.ignore_patterns("*.md"))
     shutil.copytree(cpu_traces_dir / CPU_RUN_ID, root / "traces" / CPU_RUN_ID)
-    assert ingest(str(root / "traces"), str(root / "lake")) == 0
+    assert ingest(str(root / "traces"), str(root / "lake"), record=False) == 0
     return root / "lake"
 
 

@@ -46,7 +46,7 @@ def test_two_windows_of_one_rank_write_two_gzipped_traces(tmp_path: Path) -> Non
     _profile_two_windows(trace_handler(str(tmp_path), run_id="job"))
     names = sorted(p.name for p in (tmp_path / "job").iterdir())
     assert names == ["rank-0.step2.pt.trace.json.gz", "rank-0.step4.pt.trace.json.gz"]  # no hidden leftovers
-    for name, step in zip(names, (1, 3)):
+    for name, step in zip(names, (1, 3), strict=True):
         trace = json.loads(gzip.decompress((tmp_path / "job" / name).read_bytes()))
         steps = {e["name"] for e in trace["traceEvents"] if e["name"].startswith("ProfilerStep#")}
         assert steps == {f"ProfilerStep#{step}"}

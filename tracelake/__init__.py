@@ -1,5 +1,5 @@
 """tracelake: PyTorch profiler traces → a Parquet lake with SQL analysis tables."""
 
-from transforms.catalog import open_lake, open_lake_polars
+from pipelines.lake.read import open_lake, open_lake_polars
 
 __all__ = ["open_lake", "open_lake_polars"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracelake.output import print_table, write_result
-from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence, unit_of
+from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
+from transforms.units import unit_of
 
 RUNS_QUERY = """
     select run_id, trace_count as traces, ranks, world_size, backend, device_name as device,

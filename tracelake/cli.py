@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Any, NoReturn
 
 import orjson
+
+from pipelines.settings import CATALOG, MEMORY_LIMIT
 
 
 def _storage_options(values: list[str]) -> dict[str, Any] | None:
@@ -28,7 +29,7 @@ def _storage_options(values: list[str]) -> dict[str, Any] | None:
 def _lake_options(command: argparse.ArgumentParser, *, lake_required: bool = True) -> None:
     command.add_argument("--lake", required=lake_required, help=LAKE_HELP if lake_required else
                          "also list the columns this lake's tables hold (default: documented ones)")
-    command.add_argument("--catalog", default=os.environ.get("TRACELAKE_CATALOG"),
+    command.add_argument("--catalog", default=CATALOG.value(),
                          help="the lake's DuckLake catalog: postgresql://user@host:port/db or a file path "
                          "(default: TRACELAKE_CATALOG, else LAKE/catalog.sqlite for a local lake)")
     command.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE", help=OPTION_HELP)
@@ -40,10 +41,14 @@ def _parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="ingest every trace under SOURCE into the lake and build every table")
     ingest.add_argument("source", help="local folder or fsspec URL (s3://bucket/prefix) holding one folder per run")
-    ingest.add_argument("--parallelism", type=int, default=0, help="parse steps sharing the cores: each parse decodes cores/N chunks at once "
-                        "(default 1: in-process, one trace after another with every core)")
-    ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a process of its own "
+    ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a worker process "
                         "(default 1); for many small traces, the number of cores")
+    ingest.add_argument("--memory-limit", default=None, metavar="SIZE",
+                        help="DuckDB's buffer for building each run's analysis tables, e.g. 400MB or 2GB; they spill "
+                        f"to disk beyond it (default: {MEMORY_LIMIT.name}, else {MEMORY_LIMIT.default})")
+    ingest.add_argument("--no-record", dest="record", action="store_false",
+                        help="do not record the runs in the Dagster instance that tracelake ui shows (saves Dagster's "
+                        "~1.5 s start and ~1 s per run)")
     _lake_options(ingest, lake_required=True)
 
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
@@ -129,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     # No lake, a Dagster home that won't open, storage failures (no bucket, bad credentials, endpoint down): one line.
     except Exception as exc:
-        from pipelines.lake import LakeError
+        from dagster_project.home import HomeError
+        from pipelines.lake.lake import LakeError
         from pipelines.storage import describe_error, is_storage_error
-        from tracelake.home import HomeError
 
         if not isinstance(exc, (LakeError, HomeError)) and not is_storage_error(exc):
             raise
@@ -140,20 +145,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> NoReturn:
-    """The console script: :func:`main`, then exit without the interpreter's teardown.
-
-    Teardown runs several full garbage collections over the million objects Dagster's import
-    leaves, about 0.5 s after every command; by then every file is closed, so only the standard
-    streams and logging need flushing. The process runs the command and no more, so it leaves
-    pandas out (:func:`tracelake.startup.leave_out_pandas`)."""
-    from tracelake.startup import leave_out_pandas
-
-    leave_out_pandas()
-    code = main()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    """The console script."""
+    sys.exit(main())
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -161,16 +154,19 @@ def _run(args: argparse.Namespace) -> int:
         return _run_browse_command(args)
     if args.command == "ingest":
         from tracelake.ingest import ingest
+        from transforms.composition.ingest import IngestSettings
+        from transforms.composition.steps import BuildSettings
 
+        build = BuildSettings(memory_limit=args.memory_limit) if args.memory_limit else BuildSettings()
         return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
-                      catalog=args.catalog, parallelism=args.parallelism, jobs=args.jobs)
+                      catalog=args.catalog, jobs=args.jobs, settings=IngestSettings(build=build), record=args.record)
     if args.command == "sql":
         from tracelake.output import write_result
-        from tracelake.query import run_query
+        from tracelake.query import run_sql
 
         try:
-            columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
-                                      catalog=args.catalog, run=args.run)
+            columns, rows = run_sql(args.query, args.lake, options=_storage_options(args.storage_option),
+                                    catalog=args.catalog, run=args.run)
         except (ValueError, RuntimeError, TimeoutError, LookupError) as exc:
             print(f"tracelake sql: {exc}", file=sys.stderr)
             return 2

@@ -7,8 +7,8 @@ from typing import Any
 
 import polars as pl
 
+from pipelines.lake.read import open_lake
 from tracelake.output import write_result
-from transforms.catalog import open_lake
 from transforms.compare import compare_runs
 
 

@@ -27,7 +27,9 @@ _REPORT_QUERIES = {
 def run_demo(*, lake_url: str, traces_dir: str) -> int:
     """Make the demo traces, ingest them into ``lake_url``, and print a short report."""
     from tracelake.workloads import (  # torch loads slowly
-        profile_attribution, profile_gloo_job, profile_single_process,
+        profile_attribution,
+        profile_gloo_job,
+        profile_single_process,
     )
 
     traces = Path(traces_dir)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipelines.lake import Lake
-from pipelines.maintenance import maintain as maintain_lake
-from pipelines.maintenance import run_history
-from pipelines.migrate import migrate_manifests
+from pipelines.lake.lake import Lake
+from pipelines.lake.maintenance import maintain as maintain_lake
+from pipelines.lake.maintenance import run_history
+from pipelines.lake.migrate import migrate_manifests
 from tracelake.output import write_result
 
 

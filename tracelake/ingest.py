@@ -1,30 +1,120 @@
-"""``tracelake ingest``: materialize the Dagster assets of every run under a source, in-process.
+"""``tracelake ingest``: every run under a source, through the composition's steps, then the Dagster record.
 
-The first run's first trace starts parsing before Dagster is imported (:mod:`pipelines.head_start`): the import,
-the instance and the run's start are ~1.5 s of Python on one core, which the parse's second core fills.
+One run is ingested in this process. Several are ingested by worker processes, ``--jobs`` at a time: a worker that
+dies (a crash in a native library, the kernel's OOM killer) costs only the run it was ingesting, which is reported.
 """
 
 from __future__ import annotations
 
-import gc
+import logging
 import multiprocessing
-import os
+import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from pipelines.cores import core_share
-from pipelines.head_start import discard_parses_ahead, parse_ahead
-from pipelines.lake import Lake
-from pipelines.parse import ParseSettings
+from pipelines.lake.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
-from pipelines.sources import discover_runs
-from pipelines.storage import OPTIONS_VARIABLE
-from tracelake.startup import heavy_imports, start_worker
-from transforms.report_files import write_fleet_view
-from transforms.svg_renderer import start_helper
+from pipelines.sources import RunSource, discover_runs
+from pipelines.storage import redact
+from transforms.composition.ingest import IngestedRun, IngestSettings, ingest_run
+from transforms.composition.steps import PROGRESS
+from transforms.report.files import write_fleet_view
 from transforms.units import plural
+
+
+class _Printer(logging.Handler):
+    """Prints progress lines to stdout (credentials redacted) and counts the error lines among them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            self.errors += 1
+        print(redact(record.getMessage()), file=sys.stdout, flush=True)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where runs go and how, in a form that crosses to worker processes."""
+
+    lake_url: str
+    catalog: str | None
+    storage_options: dict[str, Any] | None
+    settings: IngestSettings
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """One run's ingest as the command saw it: what landed (None when nothing did) and the error lines it printed."""
+
+    run_id: str
+    ingested: IngestedRun | None
+    errors: int
+
+
+def _ingest_one(target: _Target, run: RunSource, position: str) -> RunOutcome:
+    """Ingest one run, printing its progress; an exception becomes an error line (the next runs go on)."""
+    printer = _Printer()
+    PROGRESS.addHandler(printer)
+    PROGRESS.setLevel(logging.INFO)
+    PROGRESS.propagate = False
+    try:
+        print(f"[{position}] run {run.run_id}: {plural(len(run.traces), 'trace')}", flush=True)
+        lake = Lake(target.lake_url, target.storage_options, target.catalog)
+        try:
+            ingested = ingest_run(run, lake, source_options=target.storage_options, settings=target.settings)
+        except Exception as exc:  # the previous version of the run is left whole: say why, go on with the next
+            PROGRESS.error("ERROR run %s: %s: %s", run.run_id, type(exc).__name__, exc)
+            return RunOutcome(run.run_id, None, printer.errors)
+        return RunOutcome(run.run_id, ingested, printer.errors)
+    finally:
+        PROGRESS.removeHandler(printer)
+
+
+def _record(landed: list[IngestedRun]) -> None:
+    """Record the runs in the Dagster instance ``tracelake ui`` shows (Dagster's import and instance: ~1.5 s)."""
+    started = time.perf_counter()
+    from dagster_project.record import open_instance, record_runs
+
+    with open_instance() as instance:
+        record_runs(instance, landed)
+    print(f"recorded {plural(len(landed), 'run')} in the Dagster instance at {instance.root_directory} in "
+          f"{time.perf_counter() - started:.1f} s (tracelake ui shows them; --no-record skips this)", flush=True)
+
+
+_Item = tuple[RunSource, str]  # a run and its position ("3/10")
+
+
+def _pool(target: _Target, items: list[_Item], width: int, outcomes: dict[str, RunOutcome]) -> list[_Item]:
+    """Ingest ``items`` in ``width`` worker processes into ``outcomes``; returns those that did not finish because a
+    worker died (which fails every run the pool had not finished)."""
+    spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's threads' locks
+    unfinished = []
+    with ProcessPoolExecutor(width, mp_context=spawn) as pool:
+        futures = {pool.submit(_ingest_one, target, *item): item for item in items}
+        for future, item in futures.items():
+            try:
+                outcomes[item[0].run_id] = future.result()
+            except BrokenProcessPool:
+                unfinished.append(item)
+    return unfinished
+
+
+def _in_workers(target: _Target, items: list[_Item], jobs: int) -> dict[str, RunOutcome]:
+    """Each run in a worker process, ``jobs`` at a time. After a worker dies, each run not finished is ingested
+    again alone, so that only a run that kills its worker again is lost, and said to be."""
+    outcomes: dict[str, RunOutcome] = {}
+    for run, position in _pool(target, items, jobs, outcomes):
+        if _pool(target, [(run, position)], 1, outcomes):
+            print(f"ERROR run {run.run_id}: its worker process died while ingesting it (a crash, or the OOM "
+                  "killer); nothing of this ingest of it landed", flush=True)
+            outcomes[run.run_id] = RunOutcome(run.run_id, None, 1)
+    return outcomes
 
 
 def ingest(
@@ -33,48 +123,36 @@ def ingest(
     *,
     storage_options: dict[str, Any] | None = None,
     catalog: str | None = None,
-    parallelism: int = 0,
     jobs: int = 1,
+    settings: IngestSettings | None = None,
+    record: bool = True,
 ) -> int:
-    """Ingest every run under ``source_url`` into ``lake_url``; returns the process exit code.
-
-    With ``jobs`` above 1, that many runs are ingested at once, each in a worker process of its
-    own; each run's parse then gets its share of the cores (on two cores it no longer pays: README).
-    0 when every trace landed whole; 1 when any trace or run had an error (good traces still land).
-    """
-    start_helper()  # the charts' engine boots while a core is idle (transforms.svg_renderer)
+    """Ingest every run under ``source_url`` into ``lake_url`` and record them in the Dagster instance (``record``);
+    returns the exit code: 0 when every trace landed whole, 1 when any trace or run had an error (good traces still
+    land)."""
+    started = time.perf_counter()
     runs = discover_runs(source_url, storage_options)
-    traces = sum(len(r.traces) for r in runs)
     if not runs:
         print(f"WARNING no trace files (*.json, *.json.gz) under {source_url}: nothing ingested", flush=True)
         return 1
+    traces = sum(len(r.traces) for r in runs)
     print(f"found {plural(traces, 'trace file')} in {plural(len(runs), 'run')} under {source_url}", flush=True)
-    if storage_options:
-        os.environ[OPTIONS_VARIABLE] = orjson.dumps(storage_options).decode()  # inherited by --jobs workers
-    lake = Lake(lake_url, storage_options, catalog)  # fails here, once, on a lake that cannot be opened
-    lake.check_layout()
+    lake = Lake(lake_url, storage_options, catalog)
+    lake.check_layout()  # fails here, once, on a lake that cannot be written
     for leftover in sweep_dead_scratch():
         print(f"removed {leftover}, left by an ingest that was killed", flush=True)
-    parallelism = max(parallelism, jobs)
-    in_workers = jobs > 1 and len(runs) > 1
-    if not in_workers and runs[0].traces:  # with the settings the run's parse step will have (IngestSettingsResource)
-        parse_ahead(runs[0].traces[0], storage_options, ParseSettings(threads=core_share(parallelism)))
-    try:
-        with heavy_imports():
-            from tracelake.dagster_runs import Target, materialize_run
-        target = Target(source_url, lake.url, catalog or "", parallelism=parallelism)
-        positions = [f"{index}/{len(runs)}" for index in range(1, len(runs) + 1)]
-        if in_workers:
-            spawn = multiprocessing.get_context("spawn")  # a fork would copy DuckDB's and Dagster's threads' locks
-            with ProcessPoolExecutor(min(jobs, len(runs)), mp_context=spawn, initializer=start_worker) as pool:
-                outcomes = list(pool.map(materialize_run, [target] * len(runs), runs, positions))
-        else:
-            outcomes = [materialize_run(target, run, position) for run, position in zip(runs, positions, strict=True)]
-    finally:
-        discard_parses_ahead()
-        gc.unfreeze()  # what heavy_imports froze, for callers that go on
-    failed = any(not success or errors for success, errors in outcomes)
-    print(f"ingested {plural(len(runs), 'run')} into {lake_url}: {'with errors' if failed else 'ok'}", flush=True)
+    target = _Target(lake.url, catalog, storage_options, settings or IngestSettings())
+    items = [(run, f"{index}/{len(runs)}") for index, run in enumerate(runs, start=1)]
+    if len(runs) == 1:
+        outcomes = {runs[0].run_id: _ingest_one(target, *items[0])}
+    else:
+        outcomes = _in_workers(target, items, max(1, jobs))
+    landed = [o.ingested for o in outcomes.values() if o.ingested is not None]
+    failed = len(landed) < len(runs) or any(o.errors for o in outcomes.values())
+    print(f"ingested {plural(len(landed), 'run')} of {len(runs)} into {lake_url} in "
+          f"{time.perf_counter() - started:.1f} s: {'with errors' if failed else 'ok'}", flush=True)
+    if record and landed:
+        _record(landed)
     fleet = write_fleet_view(lake)
     print(f"reports: {fleet} (the fleet view; each run's report beside it, <run_id>.html)", flush=True)
     return 1 if failed else 0

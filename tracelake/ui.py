@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from types import FrameType
 
-from tracelake.home import dagster_home
+from dagster_project.home import dagster_home
 
 
 def _local(url: str) -> str:
@@ -19,7 +20,7 @@ def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int
     """Run ``dagster dev`` until Ctrl-C or SIGTERM, then stop it and every process it started; returns its exit code.
 
     ``--lake``/``--source`` win over ``TRACELAKE_LAKE``/``TRACELAKE_SOURCE``; the instance home is the one
-    ``tracelake ingest`` records into (:func:`tracelake.home.dagster_home`), so ingested runs show.
+    ``tracelake ingest`` records into (:func:`dagster_project.home.dagster_home`), so ingested runs show.
     """
     env = dict(os.environ)
     env["TRACELAKE_LAKE"] = _local(lake_url or env.get("TRACELAKE_LAKE") or "lake")
@@ -41,14 +42,10 @@ def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int
             code = process.wait()
         except KeyboardInterrupt:
             code = process.wait()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # whatever outlived the shutdown
-        except ProcessLookupError:
-            pass
         return 0 if code in (0, -signal.SIGINT, 130) else code
     finally:
         for sig, handler in previous.items():

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.quality import QualityIssue
 from transforms.models import SqlModel
+from transforms.units import is_duration, is_ratio
 
 
 @dataclass(frozen=True)
@@ -25,12 +27,12 @@ class CheckResult:
         """True when the check found no failing rows."""
         return self.failures == 0
 
-    def quality_issue(self) -> dict[str, object]:
-        """The failed check as a ``quality_issues`` row of its run: what it looks for, and the first failing rows."""
+    def quality_issue(self, run_id: str) -> QualityIssue:
+        """The failed check as a quality issue of its run: what it looks for, and the first failing rows."""
         first = "; ".join(str(row) for row in self.sample[:3])
-        return {"severity": "warning", "code": f"check_failed:{self.mart}:{self.name}",
-                "message": f"check {self.mart}:{self.name} failed on {self.failures} rows: {self.description} "
-                           f"(first: {first})", "count": self.failures}
+        return QualityIssue(run_id, "", "warning", f"check_failed:{self.mart}:{self.name}",
+                            f"check {self.mart}:{self.name} failed on {self.failures} rows: {self.description} "
+                            f"(first: {first})", self.failures)
 
 
 def _quote(identifier: str) -> str:
@@ -55,8 +57,8 @@ def check_queries(model: SqlModel, columns: list[str], sql_root: Path) -> dict[s
     """
     table = _quote(model.name)
     grain = ", ".join(_quote(c) for c in model.grain)
-    ratios = [c for c in columns if c.endswith("_ratio")]
-    durations = [c for c in columns if c.endswith("_ns") and not c.endswith(("ts_ns", "start_ns", "end_ns"))]
+    ratios = [c for c in columns if is_ratio(c)]
+    durations = [c for c in columns if is_duration(c)]
     violations = [f"{_quote(c)} not between 0 and 1" for c in ratios] + [f"{_quote(c)} < 0" for c in durations]
     checks = {
         "grain_unique": (

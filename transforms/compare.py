@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from transforms.catalog import table_names
+from pipelines.lake.read import table_names
 from transforms.models import default_sql_root
 
 # NCCL kernels of older traces carry no collective args; their names say which collective they run.

@@ -1,23 +1,21 @@
 """What each table and column means, with units: ``tracelake tables``, the README's guide and reports read it here.
 
 One source per kind of table:
-- a mart documents itself in its SQL header: the comment above ``-- grain:`` says what a row is and how it is
-  defined, and one ``-- column: NAME: meaning`` line per column that :data:`COMMON_COLUMNS` does not cover.
-  A new mart adds its own lines; nothing here changes.
-- raw tables (written by the parser, not SQL) are described in :data:`RAW_TABLES` below.
-Units follow from the column-name suffix (:func:`unit_of`), so a doc line never repeats them.
+- a mart documents itself in its SQL header (:mod:`transforms.models` reads it): the comment above ``-- grain:``
+  says what a row is and how it is defined, and one ``-- column: NAME: meaning`` line per column that
+  :data:`COMMON_COLUMNS` does not cover. A new mart adds its own lines; nothing here changes.
+- raw tables (written by the parser, not SQL) are described in their registry, :data:`pipelines.tables.RAW_TABLES`.
+Units follow from the column-name suffix (:func:`transforms.units.unit_of`), so a doc line never repeats them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SQL_ROOT = Path(__file__).resolve().parent.parent / "sql"
-_COLUMN_LINE = re.compile(r"^--\s*column:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$")
-_TIMESTAMP = ("ts_ns", "start_ns", "end_ns", "first_ts_ns", "last_ts_ns", "base_time_ns")
+from pipelines.tables import RAW_TABLES
+from transforms.models import discover_models
 
 COMMON_COLUMNS: dict[str, str] = {
     "run_id": "the run: the trace folder's path under SOURCE, '/' as '.'",
@@ -48,45 +46,6 @@ COMMON_COLUMNS: dict[str, str] = {
     "tb_view_enabled": "false where torch-tb-profiler would have hidden this view (ranks did not match)",
 }
 
-# Raw tables: one line per table; columns beyond COMMON_COLUMNS where their name is not self-explanatory.
-RAW_TABLES: dict[str, tuple[str, dict[str, str]]] = {
-    "kernels": ("one row per GPU kernel (cat kernel), with launch configuration and NCCL collective args", {
-        "queued": "time the kernel waited in its queue, from the trace", "registers_per_thread": "registers per thread",
-        "shared_memory_bytes": "static + dynamic shared memory", "blocks_per_sm": "blocks per SM (launch config)",
-        "warps_per_sm": "warps per SM", "est_achieved_occupancy_pct": "profiler's estimated achieved occupancy, in %",
-        "collective_name": "NCCL collective (allreduce, allgather, ...)", "in_msg_nelems": "input elements",
-        "out_msg_nelems": "output elements", "group_size": "ranks in the collective's group"}),
-    "gpu_memcpy": ("one row per GPU memory copy", {"bytes": "bytes copied", "memory_bandwidth_gbps": "as the trace says"}),
-    "gpu_memset": ("one row per GPU memset", {"bytes": "bytes set", "memory_bandwidth_gbps": "as the trace says"}),
-    "gpu_syncs": ("one row per cuda_sync event (stream/event/device synchronization)", {}),
-    "runtime_calls": ("one row per CUDA/HIP/XPU/MTIA runtime or driver call (cudaLaunchKernel, ...)", {}),
-    "cpu_ops": ("one row per host operator (cat cpu_op), with input shapes and record_param_comms args", {}),
-    "annotations": ("one row per user annotation (record_function) and GPU user annotation", {}),
-    "python_functions": ("one row per Python function event (with_stack=True / with_modules=True)", {}),
-    "profiler_spans": ("the profiler's own spans (PyTorch Profiler (0), buffer flushes)", {}),
-    "memory_events": ("one row per allocator event ([memory], profile_memory=True)", {
-        "total_allocated_bytes": "allocated on the device after the event",
-        "total_reserved_bytes": "reserved by the caching allocator after the event"}),
-    "markers": ("instant events other than memory", {}),
-    "flows": ("one row per flow event (ac2g launch links, fwdbwd autograd links)", {}),
-    "track_names": ("process and thread names (M events)", {}),
-    "other_events": ("every event no other raw table takes", {}),
-    "steps": ("one row per ProfilerStep#N annotation", {}),
-    "devices": ("one row per device in deviceProperties (GPU name, memory, SMs)", {
-        "total_global_mem_bytes": "the GPU's memory", "num_sms": "streaming multiprocessors"}),
-    "process_groups": ("one row per process group in distributedInfo.pg_config", {}),
-    "trace_metadata": ("top-level keys of the trace other than traceEvents", {}),
-    "traces": ("one row per trace file: where it came from, its rank, size, window, parser and status", {
-        "source_uri": "the trace file's URL", "size_bytes": "the file's size as stored",
-        "event_count": "events in traceEvents", "base_time_ns": "baseTimeNanoseconds (0 for legacy traces)",
-        "window_start_ns": "first event's start", "window_end_ns": "last event's end",
-        "quality_notes": "problems found while parsing", "status": "ok, salvaged or failed"}),
-    "quality_issues": ("one row per problem found in a trace (truncation, missing rank, failed check, ...)", {
-        "severity": "error or warning", "code": "a short stable name of the problem", "message": "what was found",
-        "count": "how many times"}),
-}
-
-
 @dataclass(frozen=True)
 class TableDoc:
     """A table's meaning and its columns' meanings."""
@@ -99,52 +58,17 @@ class TableDoc:
     grain: tuple[str, ...] = ()
 
 
-def unit_of(column: str) -> str:
-    """The unit a column's name promises (the lake's naming rules)."""
-    if column in _TIMESTAMP or column.endswith(("_ts_ns", "_start_ns", "_end_ns")):
-        return "Unix ns"
-    for suffix, unit in (("_ns", "ns"), ("_bytes", "bytes"), ("_ratio", "ratio 0-1"), ("_gbps", "GB/s"),
-                         ("_pct", "%"), ("_count", "count")):
-        if column.endswith(suffix):
-            return unit
-    return ""
+def mart_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
+    """Every mart's doc, from its SQL header (:mod:`transforms.models`)."""
+    return {
+        name: TableDoc(name, "marts", model.description, model.columns, model.source, model.grain)
+        for name, model in discover_models(sql_root).items() if model.layer == "marts"
+    }
 
 
-def parse_sql_header(text: str) -> TableDoc:
-    """Summary, column docs, source and grain from a model's leading ``--`` comment block (name and layer left empty)."""
-    summary: list[str] = []
-    columns: dict[str, str] = {}
-    source = ""
-    grain: tuple[str, ...] = ()
-    in_summary = True
-    for line in text.splitlines():
-        if not line.startswith("--"):
-            break
-        if match := _COLUMN_LINE.match(line):
-            columns[match.group(1)] = match.group(2).strip()
-        elif line.startswith(("-- grain:", "-- source:")):
-            in_summary = False
-            if line.startswith("-- source:"):
-                source = line.removeprefix("-- source:").strip()
-            else:
-                grain = tuple(c.strip() for c in line.removeprefix("-- grain:").split(","))
-        elif in_summary:
-            summary.append(line.removeprefix("--").strip())
-    return TableDoc("", "", " ".join(summary), columns, source, grain)
-
-
-def mart_docs(sql_root: Path = SQL_ROOT) -> dict[str, TableDoc]:
-    """Every mart's doc, from its SQL header."""
-    docs = {}
-    for path in sorted((sql_root / "marts").glob("*.sql")):
-        header = parse_sql_header(path.read_text())
-        docs[path.stem] = dataclasses.replace(header, name=path.stem, layer="marts")
-    return docs
-
-
-def all_docs(sql_root: Path = SQL_ROOT) -> dict[str, TableDoc]:
+def all_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
     """Raw and mart docs by table name."""
-    raw = {name: TableDoc(name, "raw", summary, columns) for name, (summary, columns) in RAW_TABLES.items()}
+    raw = {name: TableDoc(name, "raw", table.summary, table.columns) for name, table in RAW_TABLES.items()}
     return raw | mart_docs(sql_root)
 
 

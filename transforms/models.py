@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from pipelines.shipped import shipped_folder
 LAYERS = ("staging", "intermediate", "marts")
 _PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": ""}
 _HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized)\s*:\s*(.+)$")
+_COLUMN_LINE = re.compile(r"^--\s*column:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$")
 # Intermediates are read by several models each, so they are computed once as tables by default.
 _DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table"}
 
@@ -34,6 +35,8 @@ class SqlModel:
     source: str
     deps: frozenset[str]
     materialized: str
+    columns: dict[str, str] = field(default_factory=dict)
+    """``-- column: NAME: meaning`` lines: what a column holds where its name does not say it."""
 
 
 def default_sql_root() -> Path:
@@ -63,7 +66,8 @@ def syntax_trees(sqls: list[str]) -> list[dict[str, Any]]:
 
 def table_references(tree: dict[str, Any]) -> frozenset[str]:
     """Names of the tables and views a parsed SELECT reads, CTE names excluded."""
-    tables, ctes = set(), set()
+    tables: set[str] = set()
+    ctes: set[str] = set()
     for node in _nodes(tree["statements"]):
         if node.get("type") == "BASE_TABLE":
             tables.add(node["table_name"])
@@ -77,14 +81,15 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
     name = path.stem
     if not name.startswith(_PREFIX[layer]):
         raise ValueError(f"{path}: models in sql/{layer}/ must be named {_PREFIX[layer]}*")
-    description, keys = [], {}
+    description, keys, columns = [], {}, {}
     for line in sql.splitlines():
         if not line.startswith("--"):
             break
-        key = _HEADER_KEY.match(line)
-        if key:
+        if key := _HEADER_KEY.match(line):
             keys[key.group(1)] = key.group(2).strip()
-        else:
+        elif column := _COLUMN_LINE.match(line):
+            columns[column.group(1)] = column.group(2).strip()
+        elif not keys:  # the description is the text above the keys
             description.append(line.lstrip("-").strip())
     grain = tuple(c.strip() for c in keys["grain"].split(",")) if "grain" in keys else ()
     if layer == "marts" and not grain:
@@ -96,7 +101,8 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
         raise ValueError(f"{path}: SQL does not parse: {tree.get('error_message')}")
     deps = table_references(tree)
     description_text = " ".join(d for d in description if d)
-    return SqlModel(name, layer, path, sql, description_text, grain, keys.get("source", ""), deps, materialized)
+    return SqlModel(name, layer, path, sql, description_text, grain, keys.get("source", ""), deps, materialized,
+                    columns)
 
 
 def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:

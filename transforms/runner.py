@@ -13,13 +13,13 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.rows import sql_path
+from pipelines.lake.run_scope import scope_to_run
+from pipelines.rows import one, sql_path
 from pipelines.tables import RAW_TABLES
 from transforms import critical_path, op_tree, step_segments
 from transforms.checks import CheckResult, run_checks
 from transforms.graph import chain_lengths, readers, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
-from transforms.run_scope import scope_to_run
 from transforms.sql_functions import release_freed_memory
 
 log = logging.getLogger(__name__)
@@ -61,15 +61,36 @@ def register_run_tables(
 ) -> int | None:
     """A view per raw table of ``run_id``, ``run_id`` first, seen by every cursor of ``con``: over its staged
     ``files`` (table → Parquet URLs), or, without them, over the run's committed files in the lake attached to
-    ``con`` (found in its catalog, not by listing every run's), and then returns the snapshot they are of."""
+    ``con`` (found in its catalog, not by listing every run's), and then returns the snapshot they are of.
+
+    The traces ``traces.in_analysis`` leaves out (a rank claimed twice) are left out of every view but ``traces`` and
+    ``quality_issues``, so that the models never count a rank's steps twice."""
+    snapshot = None
     if files is None:
-        return scope_to_run(con, run_id, RAW_TABLES, temporary=False)
-    for table in RAW_TABLES:
-        if files.get(table):
-            listed = "[" + ", ".join(sql_path(url) for url in files[table]) + "]"
-            source = f"select * from read_parquet({listed}, union_by_name = true)"
-            con.execute(f"create or replace view {table} as {source}").fetchall()
-    return None
+        snapshot = scope_to_run(con, run_id, RAW_TABLES, temporary=False)
+    else:
+        for table in RAW_TABLES:
+            if files.get(table):
+                listed = "[" + ", ".join(sql_path(url) for url in files[table]) + "]"
+                source = f"select * from read_parquet({listed}, union_by_name = true)"
+                con.execute(f"create or replace view {table} as {source}").fetchall()
+    _leave_out_excluded_traces(con)
+    return snapshot
+
+
+def _leave_out_excluded_traces(con: duckdb.DuckDBPyConnection) -> None:
+    columns = {row[0] for row in con.execute("describe traces").fetchall()}
+    if "in_analysis" not in columns:  # a version staged before the column existed: every trace is in
+        return
+    (excluded,) = one(con.execute("select list(trace_id) from traces where in_analysis = false"))
+    if not excluded:
+        return
+    listed = "[" + ", ".join(sql_path(trace_id) for trace_id in excluded) + "]"
+    views = {row[0] for row in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
+    for table in views & set(RAW_TABLES) - {"traces", "quality_issues"}:
+        con.execute(f"alter view {table} rename to all_{table}").fetchall()
+        con.execute(f"create view {table} as select * from all_{table} where not list_contains({listed}, trace_id)"
+                    ).fetchall()
 
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
@@ -118,10 +139,10 @@ class _MemoryBudget:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._cursor = con.cursor()  # its own: the setting is the database's, the workers' cursors are busy
         # As DuckDB shows it ("572.2 MiB"), so set back to within a tenth of its unit.
-        self._limit, raised_bytes = self._cursor.execute(
+        self._limit, raised_bytes = one(self._cursor.execute(
             "select current_setting('memory_limit'), parse_formatted_bytes(current_setting('memory_limit')) * $factor",
             {"factor": OUT_OF_MEMORY_RETRY_FACTOR},
-        ).fetchone()
+        ))
         self._raised_limit = f"{raised_bytes >> 20}MiB"
         self._lock = threading.Lock()
         self._retrying = 0
@@ -224,7 +245,7 @@ def build_marts(
     done: set[str] = set()
     built: set[str] = set()  # intermediates not dropped yet
     results: dict[str, MartResult] = {}
-    (threads,) = con.execute("select current_setting('threads')").fetchone()
+    (threads,) = one(con.execute("select current_setting('threads')"))
     workers = min(MODEL_WORKERS, threads)
     cursors = [_worker_cursor(con) for _ in range(workers)]
     budget = _MemoryBudget(con)

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 
 def replace_function(
-    con: duckdb.DuckDBPyConnection, name: str, function: Callable[..., Any], parameters: list[str], returns: str,
+    con: duckdb.DuckDBPyConnection, name: str, function: Callable[..., Any], parameters: list[Any], returns: str,
     **options: Any,
 ) -> None:
     """Define ``name`` in ``con`` as ``function``, replacing an earlier definition (models may be built twice on one

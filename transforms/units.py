@@ -8,10 +8,37 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+# Columns holding a moment (absolute Unix ns), not a duration, though named ``*_ns``.
+_TIMESTAMPS = ("ts_ns", "start_ns", "end_ns", "started_ns", "base_time_ns")
+_TIMESTAMP_SUFFIXES = ("_ts_ns", "_start_ns", "_end_ns")
+_SUFFIX_UNITS = (("_ns", "ns"), ("_bytes", "bytes"), ("_ratio", "ratio 0-1"), ("_gbps", "GB/s"), ("_pct", "%"),
+                 ("_count", "count"))
 _DURATIONS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
 _SIZES = (("GiB", float(1 << 30)), ("MiB", float(1 << 20)), ("KiB", float(1 << 10)), ("B", 1.0))
 # A timestamp column holds absolute Unix ns; anything after 2001 in ns is far above any duration a trace holds.
 _UNIX_NS_FLOOR = 10**18
+
+
+def is_timestamp(column: str) -> bool:
+    """Whether ``column`` holds a moment (Unix ns), by the lake's naming rules."""
+    return column in _TIMESTAMPS or column.endswith(_TIMESTAMP_SUFFIXES)
+
+
+def is_duration(column: str) -> bool:
+    """Whether ``column`` holds a duration in ns (never negative), by the lake's naming rules."""
+    return column.endswith("_ns") and not is_timestamp(column)
+
+
+def is_ratio(column: str) -> bool:
+    """Whether ``column`` holds a ratio in [0, 1]."""
+    return column.endswith("_ratio")
+
+
+def unit_of(column: str) -> str:
+    """The unit a column's name promises."""
+    if is_timestamp(column):
+        return "Unix ns"
+    return next((unit for suffix, unit in _SUFFIX_UNITS if column.endswith(suffix)), "")
 
 
 def duration_unit(max_ns: float) -> tuple[str, float]:

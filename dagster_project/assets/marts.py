@@ -1,20 +1,18 @@
 """One asset per SQL mart, downstream of the raw tables (and marts) its SQL reads."""
 
-import time
-
 import dagster as dg
 
+from dagster_project.assets.raw import version_of
+from dagster_project.metadata import check_outcomes, mart_metadata
 from dagster_project.partitions import trace_runs
-from dagster_project.progress import progress_log
 from dagster_project.resources import IngestSettingsResource, LakeResource
-from pipelines.ingest import load_staged_run
+from pipelines.staging.manifest import read_run_manifest
 from pipelines.tables import RAW_TABLES
 from transforms.checks import check_names
+from transforms.composition.ingest import IngestSettings, rebuild_run
+from transforms.composition.steps import CommittedRun, build_tables, commit_run
 from transforms.graph import mart_dependencies
 from transforms.models import default_sql_root, discover_models
-from transforms.pipeline import commit_staged_run, rebuild_marts
-from transforms.report_files import start_run_report
-from transforms.runner import MartResult
 
 SQL_ROOT = default_sql_root()
 MODELS = discover_models(SQL_ROOT)
@@ -34,9 +32,16 @@ def _spec(name: str) -> dg.AssetSpec:
     )
 
 
-def _preview(result: MartResult) -> str:
-    header = "| " + " | ".join(result.columns) + " |\n|" + "---|" * len(result.columns) + "\n"
-    return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in result.preview)
+def _commit(context: dg.AssetExecutionContext, lake: LakeResource, settings: IngestSettingsResource,
+            selected: set[str]) -> CommittedRun:
+    """After the raw tables' steps of the same Dagster run, build over what they staged and commit raw and analysis
+    tables at once (a missing manifest fails the step); alone, build again over the committed raw tables."""
+    handle, run_id = lake.lake(), context.partition_key
+    selection = context.run.asset_selection  # None or empty: the whole job, raw tables included
+    if not selection or any(key.path[0] == "raw" for key in selection):
+        staged = read_run_manifest(handle, run_id, version_of(context))
+        return commit_run(handle, staged, build_tables(handle, staged, select=selected, settings=settings.build()))
+    return rebuild_run(handle, run_id, select=selected, settings=IngestSettings(build=settings.build()))
 
 
 @dg.multi_asset(
@@ -51,45 +56,14 @@ def _preview(result: MartResult) -> str:
     name="marts",
 )
 def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettingsResource):
-    """Build the selected SQL marts on DuckDB over the run's raw tables and commit them.
-
-    After the raw tables' steps of the same Dagster run, the marts are built over what they staged and
-    one transaction commits raw tables and marts; alone, they are built again over the committed raw tables.
-    """
-    selected = {key.path[-1] for key in context.selected_asset_keys}
-    handle = lake.lake()
-    run_id = context.partition_key
-    # The models of a GB-sized trace take tens of seconds: say so before, and how long after.
-    progress_log.info("  %s: building %d analysis tables", run_id, len(selected))
-    started = time.perf_counter()
-    staged = load_staged_run(handle, run_id, context.run.root_run_id or context.run.run_id)
-    settings = ingest_settings.mart_settings()
-    if staged is not None:
-        committed = commit_staged_run(handle, staged, select=selected, settings=settings)
-    else:
-        committed = rebuild_marts(handle, run_id, select=selected, settings=settings)
-    if ingest_settings.report_ahead:
-        start_run_report(handle, run_id)
-    progress_log.info(
-        "  %s: %d analysis tables in %.1f s, committed as snapshot %d",
-        run_id, len(committed.marts), time.perf_counter() - started, committed.commit.snapshot_id,
-    )
-    for result in committed.marts:
-        key = dg.AssetKey(["marts", result.name])
-        yield dg.MaterializeResult(
-            asset_key=key,
-            metadata={
-                "dagster/row_count": result.row_count,
-                "snapshot": committed.commit.snapshot_id,
-                "preview": dg.MetadataValue.md(_preview(result)),
-            },
-        )
-        for check in result.checks:
-            if dg.AssetCheckKey(key, check.name) in context.selected_asset_check_keys:
-                yield dg.AssetCheckResult(
-                    asset_key=key,
-                    check_name=check.name,
-                    passed=check.passed,
-                    metadata={"failing_rows": check.failures, "sample": str(check.sample[:3])},
-                    description=check.description,
-                )
+    """Build the selected SQL marts on DuckDB over the run's raw tables and commit them."""
+    committed = _commit(context, lake, ingest_settings, {key.path[-1] for key in context.selected_asset_keys})
+    if committed.built.failure:
+        raise dg.Failure(f"{committed.built.failure} (the raw tables were committed, as snapshot "
+                         f"{committed.commit.snapshot_id}, with the failure as a quality issue)")
+    for key, metadata in mart_metadata(committed).items():
+        yield dg.MaterializeResult(asset_key=key, metadata=metadata)
+    for check in check_outcomes(committed):
+        if dg.AssetCheckKey(check.asset_key, check.check_name) in context.selected_asset_check_keys:
+            yield dg.AssetCheckResult(asset_key=check.asset_key, check_name=check.check_name, passed=check.passed,
+                                      metadata=check.metadata, description=check.description)

@@ -1,11 +1,13 @@
-"""The run's HTML report, written next to the lake and linked from its materialization."""
+"""The run's HTML report, written next to the lake and linked from its materialization, and the fleet view."""
 
 import dagster as dg
 
 from dagster_project.assets.marts import marts
+from dagster_project.metadata import link, report_metadata
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import LakeResource
-from transforms.report_files import run_report, write_fleet_view
+from transforms.composition.steps import write_report
+from transforms.report.files import write_fleet_view
 
 
 @dg.asset(
@@ -18,15 +20,11 @@ from transforms.report_files import run_report, write_fleet_view
 def report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """One run's report (recommendations, stragglers, step breakdown, overlap, GPU utilization, memory, top kernels,
     ops and source lines) in one self-contained HTML file."""
-    url = run_report(lake.lake(), context.partition_key)
-    link = dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url)
-    return dg.MaterializeResult(metadata={"report": link})
+    return dg.MaterializeResult(metadata=report_metadata(write_report(lake.lake(), context.partition_key)))
 
 
 @dg.asset(key=["fleet_view"], deps=[report], group_name="marts", kinds={"html"})
 def fleet_view(lake: LakeResource) -> dg.MaterializeResult:
     """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory) with each run's
     change against the previous one and regressions flagged: ``LAKE/reports/index.html``."""
-    url = write_fleet_view(lake.lake())
-    link = dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url)
-    return dg.MaterializeResult(metadata={"fleet_view": link})
+    return dg.MaterializeResult(metadata={"fleet_view": link(write_fleet_view(lake.lake()))})

@@ -2,11 +2,14 @@
 -- one sentence of advice. source 'tb_plugin': torch-tb-profiler 0.4.3's Overview "Performance Recommendation" rules
 -- with its thresholds (RunProfileData.analyze): DataLoader > 5 % and communication > 10 % of the step time (means
 -- over steps, from step_breakdown), a GPU under 50 % utilization (gpu_metrics), tensor cores unused (no kernel time
--- on tensor-core kernels) while TC-eligible ops launch kernels on a device of compute capability >= 7 (eligible
--- ops: tb_plugin's TC_OP_Allowlist; their kernels found by External id, so the innermost op owns a kernel, as
--- tb_plugin's bottom-most eligible op does; deliberate difference: tb_plugin 0.4.3 links kernels to ops only through
--- the legacy `Runtime` category, so on modern traces (cuda_runtime) its eligible share is 0 and the rule never
--- fires; we link them in every format), peak allocated memory > 90 % of a GPU's totalGlobalMem, DataParallel
+-- on tensor/matrix-core kernels, kernel_stats.uses_tensor_cores, NVIDIA and AMD) while TC-eligible ops launch
+-- kernels on a device of compute capability >= 7 (eligible ops: tb_plugin's TC_OP_Allowlist; their kernels found by
+-- External id, so the innermost op owns a kernel, as tb_plugin's bottom-most eligible op does; deliberate
+-- differences: tb_plugin 0.4.3 links kernels to ops only through the legacy `Runtime` category, so on modern traces
+-- (cuda_runtime) its eligible share is 0 and the rule never fires; we link them in every format; and the advice,
+-- autocast to FP16/BF16, is not given where half or more of the eligible ops' kernel time (of ops recorded with
+-- their dtypes) is in ops whose first input is half, bfloat16, FP8, FP4 or 8-bit already, whatever their kernels
+-- are named), peak allocated memory > 90 % of a GPU's totalGlobalMem, DataParallel
 -- over several devices, DDP without an NCCL op on a device of compute capability >= 3.5. source 'tracelake': rules
 -- from the diagnosis tables: a straggler rank (stragglers.is_straggler), warmup steps inside the window
 -- (step_health.is_warmup), a dead window (the steps' first-op gaps over 10 % of their time) and launch-bound steps
@@ -99,14 +102,25 @@ op_kernels as (
         kernels.run_id,
         kernels.trace_id,
         kernels.dur_ns,
-        cpu_ops.name in (select name from tc_eligible_ops) as tc_eligible
+        cpu_ops.name in (select name from tc_eligible_ops) as tc_eligible,
+        -- the op's first input's dtype: half, bfloat16, FP8, FP4 and 8-bit integer GEMMs are already low precision
+        lower(json_extract_string(cpu_ops.input_types, '$[0]')) as dtype
     from kernels
     join cpu_ops using (run_id, trace_id, external_id)
 ),
 
 tc_eligible_time as (
     select
-        run_id, trace_id, coalesce(sum(dur_ns) filter (where tc_eligible), 0) / nullif(sum(dur_ns), 0) as tc_eligible_ratio
+        run_id,
+        trace_id,
+        coalesce(sum(dur_ns) filter (where tc_eligible), 0) / nullif(sum(dur_ns), 0) as tc_eligible_ratio,
+        sum(dur_ns) filter (
+            where tc_eligible and (
+                dtype in ('c10::half', 'c10::bfloat16', 'signed char', 'unsigned char')
+                or dtype like 'c10::float8%' or dtype like 'c10::float4%'
+            )
+        ) / nullif(sum(dur_ns) filter (where tc_eligible and dtype is not null and dtype != ''), 0)
+            as low_precision_ratio
     from op_kernels
     group by run_id, trace_id
 ),
@@ -125,6 +139,8 @@ tensor_core_rule as (
     where first_device.compute_major >= 7
         and tc_kernel_time.tc_used_ratio = 0
         and tc_eligible_time.tc_eligible_ratio > 0
+        -- the advice is autocast: never where the eligible ops' kernel time is mostly in low-precision ops already
+        and coalesce(tc_eligible_time.low_precision_ratio, 0) < 0.5
 ),
 
 memory_use as (

@@ -1,16 +1,33 @@
-"""`tracelake ingest --jobs N` ingests runs at once in worker processes and lands the same lake as one at a time."""
+"""``tracelake ingest --jobs N`` ingests runs at once in worker processes, lands the same lake as one at a time, and
+a worker that dies costs only the run it was ingesting."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
-import dagster as dg
+from pipelines.lake.read import open_lake, table_names
+from tests.cli.conftest import REPO
 
-from tests.cli.conftest import tracelake
-from transforms.catalog import open_lake, table_names
+# Started with every worker process (Python imports sitecustomize at start-up): a worker ingesting a run named
+# ``crash`` dies as a segfault in a native library would kill it.
+CRASH = """
+import os, signal
+import transforms.composition.ingest as composition
+real = composition.ingest_run
+
+def ingest_run(run, *args, **kwargs):
+    if run.run_id == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(run, *args, **kwargs)
+
+composition.ingest_run = ingest_run
+"""
 
 
 def _row_counts(lake: Path) -> dict[str, list[tuple]]:
@@ -21,57 +38,64 @@ def _row_counts(lake: Path) -> dict[str, list[tuple]]:
     }
 
 
-def _step_processes() -> dict[str, set[str]]:
-    """Partition → ids of the processes that executed its Dagster run's steps, from the instance under DAGSTER_HOME."""
-    with dg.DagsterInstance.get() as instance:
-        return {
-            run.tags["dagster/partition"]: {
-                record.dagster_event.engine_event_data.metadata["pid"].value
-                for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
-                if "pid" in record.dagster_event.engine_event_data.metadata
-            }
-            for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
-        }
-
-
-def _marked_processes(mark: str) -> list[int]:
-    """Processes alive with ``mark`` in their environment (what an ingest started inherits it)."""
-    found = []
+def _marked_processes(mark: str) -> set[int]:
+    """Processes alive with ``mark`` in their environment (everything an ingest starts inherits it)."""
+    found = set()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
             if mark.encode() in environ.read_bytes():
-                found.append(int(environ.parent.name))
+                found.add(int(environ.parent.name))
         except OSError:  # exited while listed, or not ours to read
             continue
     return found
 
 
-def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path, monkeypatch) -> None:
-    source = example_lake.parent / "traces"  # the runs the one-at-a-time fixture ingested
-    runs = sorted(p.name for p in source.iterdir())
-
-    home = tmp_path / "dagster_home"  # a persistent instance, so the runs' records outlive the workers
-    home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    mark = f"tracelake-test-{uuid.uuid4()}"
-    env = dict(os.environ, TRACELAKE_TEST_MARK=mark)
-    done = tracelake("ingest", str(source), "--lake", str(tmp_path / "lake"), "--jobs", "2", env=env)
-
-    assert done.code == 0, done.stdout + done.stderr
-    # The chart helpers (the command's and each worker's) exit with the processes that started them.
+def _ingest(source: Path, lake: Path, env: dict[str, str], mark: str) -> tuple[int, str, set[int]]:
+    """``tracelake ingest --jobs 2``: its exit code, its output, and the processes it started (seen while it ran)."""
+    command = [sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake), "--jobs", "2",
+               "--no-record"]
+    process = subprocess.Popen(command, cwd=REPO, env=env | {"TRACELAKE_TEST_MARK": mark}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    started: set[int] = set()
+    while process.poll() is None:
+        started |= _marked_processes(mark) - {process.pid}
+        time.sleep(0.05)
+    output = process.stdout.read() if process.stdout else ""
     deadline = time.monotonic() + 10
     while _marked_processes(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _marked_processes(mark) == []
-    lines = done.stdout.splitlines()
-    started = sorted(line.split()[2].rstrip(":") for line in lines if line.startswith("["))
-    assert started == runs
-    assert lines[-2] == f"ingested {len(runs)} runs into {tmp_path / 'lake'}: ok"
-    assert lines[-1].startswith(f"reports: {tmp_path / 'lake' / 'reports' / 'index.html'} ")
-    assert "leaked" not in done.stdout + done.stderr  # workers tear DuckDB down cleanly
-    processes = _step_processes()
-    assert sorted(processes) == runs and all(len(pids) == 1 for pids in processes.values())
-    assert len(set().union(*processes.values())) == 2  # two workers, each running runs whole
+    assert _marked_processes(mark) == set(), "processes outlived the command"
+    return process.returncode, output, started
+
+
+def test_two_jobs_land_the_same_tables_as_one(example_lake: Path, tmp_path: Path) -> None:
+    source = example_lake.parent / "traces"  # the runs the one-at-a-time fixture ingested
+    runs = sorted(p.name for p in source.iterdir())
+    code, output, workers = _ingest(source, tmp_path / "lake", dict(os.environ), f"tracelake-{uuid.uuid4()}")
+
+    assert code == 0, output
+    lines = output.splitlines()
+    assert sorted(line.split()[2].rstrip(":") for line in lines if line.startswith("[")) == runs
+    assert f"ingested {len(runs)} runs of {len(runs)} into {tmp_path / 'lake'} in " in lines[-2]
+    assert lines[-2].endswith(": ok") and lines[-1].startswith(f"reports: {tmp_path / 'lake' / 'reports'}")
+    assert "leaked" not in output  # workers tear DuckDB down cleanly
+    assert len(workers) >= 2  # the runs went to worker processes
     parallel, sequential = _row_counts(tmp_path / "lake"), _row_counts(example_lake)
     assert set(parallel) == set(sequential) and len(parallel) > 30
     assert parallel == sequential
+
+
+def test_a_worker_that_dies_costs_only_its_run(tmp_path: Path) -> None:
+    source, hooks = tmp_path / "source", tmp_path / "hooks"
+    for run in ("alpha", "crash", "omega"):
+        shutil.copytree(REPO / "examples" / "traces" / "simple_add", source / run)
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(CRASH)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hooks), str(REPO)]))
+    code, output, _ = _ingest(source, tmp_path / "lake", env, f"tracelake-{uuid.uuid4()}")
+
+    assert code == 1, output
+    assert "ERROR run crash: its worker process died while ingesting it" in output
+    assert "ingested 2 runs of 3" in output
+    con = open_lake(str(tmp_path / "lake"))
+    assert con.execute("select run_id from runs order by 1").fetchall() == [("alpha",), ("omega",)]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
+from pipelines.lake.read import table_files
 from tests.cli.conftest import REPO, sql_rows, tracelake
-from transforms.catalog import table_files
 
 COUNTS = "select run_id, count(*) as n from kernels group by all order by run_id"
 
@@ -61,11 +61,11 @@ KILLER = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)  # a crash mid-write: some new files staged, no commit
         return real_put(*args, **kwargs)
 
-    import pipelines.ingest
-    real_put = pipelines.ingest._put
-    pipelines.ingest._put = dying_put
+    import pipelines.staging.trace
+    real_put = pipelines.staging.trace.put_file
+    pipelines.staging.trace.put_file = dying_put
     from tracelake.ingest import ingest
-    sys.exit(ingest(sys.argv[1], sys.argv[2]))
+    sys.exit(ingest(sys.argv[1], sys.argv[2], record=False))
     """
 )
 

@@ -1,6 +1,6 @@
-"""The commit step never commits part of a run: a listed trace without a parse result (its mapped step lost with
-a worker before it logged its start, which Dagster's re-execution from failure does not run again) is parsed
-by the commit step itself."""
+"""The run's staging step never commits part of a run: a listed trace without a parse result (its mapped step lost
+with a worker before it logged its start, which Dagster's re-execution from failure does not run again) is parsed
+by that step itself."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.assets.raw import RunVersion, complete_staging
-from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
-from pipelines.ingest import new_version, stage_run_tables, stage_trace
+from dagster_project.assets.raw import complete_staging
+from dagster_project.resources import IngestSettingsResource, LakeResource
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
+from pipelines.staging.area import new_version
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake.ingest import ingest
-from transforms.catalog import open_lake
-from transforms.pipeline import commit_staged_run
+from transforms.composition.steps import build_tables, commit_run, stage_run, stage_trace
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +37,13 @@ def test_commit_parses_a_listed_trace_that_has_no_parse_result(tmp_path: Path) -
     settings = IngestSettingsResource()
     (run,) = discover_runs(str(source))
     version = new_version()
-    only_rank0 = [stage_trace(run.traces[0], lake.lake(), version, settings=settings.parse_settings())]
+    handle = lake.lake()
+    stage_trace(run.traces[0], handle, version, settings=settings.parse_settings())  # rank-1's step never ran
 
-    staged = complete_staging(RunVersion(run, version), only_rank0, source=TraceSourceResource(url=str(source)),
-                              lake=lake, ingest_settings=settings)
-    commit_staged_run(lake.lake(), stage_run_tables(run, lake.lake(), version, staged))
+    staged = complete_staging(run, handle, version, lambda trace: stage_trace(trace, handle, version))
+    committed = stage_run(run, handle, version, staged)
+    commit_run(handle, committed, build_tables(handle, committed))
 
     assert sorted(s.parsed.trace.trace_id for s in staged) == ["rank-0", "rank-1"]
-    assert ingest(str(source), str(tmp_path / "reference")) == 0
+    assert ingest(str(source), str(tmp_path / "reference"), record=False) == 0
     assert _rows(tmp_path / "lake") == _rows(tmp_path / "reference")

@@ -11,9 +11,9 @@ import sys
 import dagster as dg
 import pytest
 
+from pipelines.lake.read import open_lake
 from tests.support.servers import EXAMPLE_TRACES, ROOT
 from tests.support.steps_job import FAILING
-from transforms.catalog import open_lake
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from pipelines.lake.read import open_lake
 from tests.support.servers import EXAMPLE_TRACES, ROOT, process_group, wait_for
-from transforms.catalog import open_lake
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,7 @@
-"""``tracelake ui`` after ``tracelake ingest``, with nothing exported: the runs the ingest recorded show (one
-default instance home), lineage is served over GraphQL, the asset graph and the runs page draw in a real headless
-Chromium, and SIGTERM stops every process the command started."""
+"""``tracelake ui`` after ``tracelake ingest``, with nothing exported: what the ingest recorded shows (one default
+instance home): the run's partition, each asset's materialization with its metadata and the checks' results, with
+the lineage, over GraphQL and in a real headless Chromium (the asset graph and an asset's partitions); SIGTERM stops
+every process the command started."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ pytestmark = pytest.mark.slow
 
 LINEAGE = """
 { assetNodes { assetKey { path } dependencyKeys { path } groupName isPartitioned
-  assetChecksOrError { ... on AssetChecks { checks { name } } } } }
+  partitionStats { numMaterialized }
+  assetMaterializations(partitions: ["rocm_mi250"]) { partition metadataEntries { label } }
+  assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization { status } } } } } }
 """
-RUNS = "{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"
 
 
 def _graphql(port: int, query: str) -> dict:
@@ -60,11 +62,11 @@ def test_ui_shows_ingested_runs_and_lineage_and_stops_on_sigterm(tmp_path):
     try:
         wait_for_http(f"http://127.0.0.1:{port}/server_info", timeout=120)
         nodes = _graphql(port, LINEAGE)["assetNodes"]
-        runs = _graphql(port, RUNS)["runsOrError"]["results"]
         _graphql(port, "mutation { setNuxSeen }")  # the first-visit modal would cover the pages
         with chromium() as browser:
             shots = {}
-            for name, path, drawn in (("graph", "/asset-groups", "marts"), ("runs", "/runs", "rocm_mi250")):
+            for name, path, drawn in (("graph", "/asset-groups", "marts"),
+                                      ("partitions", "/assets/marts/runs?view=partitions", "rocm_mi250")):
                 with browser.page() as page:
                     page.goto(f"http://127.0.0.1:{port}{path}", width=1400, height=900)
                     wait_for(lambda: drawn in page.evaluate("document.body.innerText"),  # noqa: B023 (used at once)
@@ -87,15 +89,22 @@ def test_ui_shows_ingested_runs_and_lineage_and_stops_on_sigterm(tmp_path):
     assert {"report", "fleet_view"} <= set(by_key)
     runs_mart = by_key["marts/runs"]
     assert {"/".join(d["path"]) for d in runs_mart["dependencyKeys"]} >= {"raw/traces", "raw/devices"}
-    assert {c["name"] for c in runs_mart["assetChecksOrError"]["checks"]} >= {"grain_unique"}
-    partitions = [t["value"] for r in runs for t in r["tags"] if t["key"] == "dagster/partition"]
-    assert partitions == ["rocm_mi250"] and runs[0]["status"] == "SUCCESS"
+    checks = {c["name"]: c["executionForLatestMaterialization"] for c in runs_mart["assetChecksOrError"]["checks"]}
+    assert checks["grain_unique"] == {"status": "SUCCEEDED"} and checks["value_ranges"] == {"status": "SUCCEEDED"}
+    for key, node in by_key.items():  # every asset of the run, recorded with its metadata
+        if key == "fleet_view":
+            continue
+        assert node["partitionStats"] == {"numMaterialized": 1}, key
+        (materialization,) = node["assetMaterializations"]
+        assert materialization["partition"] == "rocm_mi250" and materialization["metadataEntries"], key
+    labels = {e["label"] for e in runs_mart["assetMaterializations"][0]["metadataEntries"]}
+    assert {"dagster/row_count", "preview", "snapshot"} <= labels
 
-    runs_text, runs_png = shots["runs"]
-    assert "rocm_mi250" in runs_text and "Success" in runs_text
+    partitions_text, partitions_png = shots["partitions"]
+    assert "rocm_mi250" in partitions_text
     graph_text, graph_png = shots["graph"]
     assert "marts" in graph_text and "raw" in graph_text, graph_text
-    for pixels in (runs_png, graph_png):
+    for pixels in (partitions_png, graph_png):
         assert pixels.shape[:2] == (900, 1400)
         assert pixels[..., :3].astype(float).mean(axis=2).std() > 10, "the screenshot is blank"
     assert len(np.unique(graph_png[..., :3].reshape(-1, 3), axis=0)) > 50, "too few colours to be a graph"

@@ -54,7 +54,7 @@ def row_counts(
 ) -> dict[str, dict[str, int]]:
     """Rows per run of every table of the lake (raw tables and marts): {table: {run_id: rows}}."""
     import tracelake
-    from transforms.catalog import table_names
+    from pipelines.lake.read import table_names
 
     for key, value in (s3.env() if s3 else {}).items():
         monkeypatch.setenv(key, value)

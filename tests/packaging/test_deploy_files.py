@@ -24,7 +24,7 @@ def test_compose_runs_the_fleet_topology_from_one_image() -> None:
     for name in TRACELAKE_SERVICES:
         service = services[name]
         assert service["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}, name
-        assert REQUIRED_ENV <= set(service["environment"]), name
+        assert set(service["environment"]) >= REQUIRED_ENV, name
     assert services["worker"]["command"][:5] == ["dagster-celery", "worker", "start", "-A", "dagster_celery.app"]
     assert services["daemon"]["command"][:2] == ["dagster-daemon", "run"]
 

@@ -14,8 +14,8 @@ from tests.support.servers import ROOT
 from transforms.models import default_sql_root, discover_models
 
 # Every module an ingestion worker (CLI, Dagster code location, Celery step worker) loads.
-WORKER_MODULES = ("tracelake.cli", "tracelake.ingest", "tracelake.dagster_runs", "tracelake.query",
-                  "dagster_project.definitions", "pipelines.ingest", "transforms.runner")
+WORKER_MODULES = ("tracelake.cli", "tracelake.ingest", "tracelake.query", "dagster_project.definitions",
+                  "dagster_project.record", "transforms.composition.ingest", "transforms.runner")
 
 
 def test_a_folder_without_marts_is_an_error(tmp_path: Path) -> None:

@@ -10,11 +10,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.commit import replace_run
-from pipelines.lake import ALIAS, Lake
+from pipelines.lake.commit import replace_run
+from pipelines.lake.lake import ALIAS, Lake
 from pipelines.sources import discover_runs
+from pipelines.staging.area import new_version
 from tests.support.servers import EXAMPLE_TRACES
-from transforms.pipeline import MartSettings, commit_staged_run, ingest_run, stage_run
+from transforms.composition.ingest import IngestSettings, ingest_run, stage_traces
+from transforms.composition.steps import BuildSettings, build_tables, commit_run, stage_run
 
 RUN = "job"
 
@@ -43,12 +45,13 @@ def test_staged_files_become_the_lakes_and_nothing_else_stays(tmp_path: Path, so
     lake = Lake(str(tmp_path / "lake"))
     (run,) = discover_runs(str(source))
     for _ in range(2):  # the second ingest replaces the first: its adopted files go with it
-        committed = ingest_run(run, lake, mart_settings=MartSettings(threads=1))
+        committed = ingest_run(run, lake, settings=IngestSettings(build=BuildSettings(threads=1))).committed
         adopted = {Path(url) for url in committed.commit.adopted}
         assert {path.parent.parent.name for path in adopted} >= {"cpu_ops", "kernels", "runtime_calls", "traces"}
         assert all(path.name.startswith(f"tracelake-{committed.staged.version}-") for path in adopted)
-        assert {path.parent for path in adopted} == {Path(lake.url, "raw", path.parent.parent.name, f"run_id={RUN}")
-                                                     for path in adopted}
+        assert {path.parent.parent.parent.name for path in adopted} == {"raw", "marts"}
+        assert all(path.parent == Path(lake.run_folder(path.parent.parent.parent.name, path.parent.parent.name, RUN))
+                   for path in adopted)
         with lake.connect(read_only=True) as con:
             assert _catalog_files(con) == _data_files(lake)  # every file on disk is the catalog's, and back
             assert adopted <= _catalog_files(con)
@@ -83,9 +86,10 @@ def test_a_failed_commit_leaves_no_file_behind(tmp_path: Path, source: Path) -> 
     with lake.connect() as con:  # a table the run's kernels cannot be cast into
         con.execute(f"create table {ALIAS}.raw.kernels (run_id varchar, device struct(x integer))")
     (run,) = discover_runs(str(source))
-    staged = stage_run(run, lake)
+    version = new_version()
+    staged = stage_run(run, lake, version, stage_traces(run, lake, version))
     with pytest.raises(duckdb.Error):
-        commit_staged_run(lake, staged, settings=MartSettings(threads=1))
+        commit_run(lake, staged, build_tables(lake, staged, settings=BuildSettings(threads=1)))
     assert _data_files(lake) == set()
     with lake.connect(read_only=True) as con:
         assert con.execute(f"select count(*) from {ALIAS}.raw.kernels").fetchone() == (0,)

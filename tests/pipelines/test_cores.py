@@ -15,7 +15,7 @@ PROBE = """
 from pipelines.cores import available_cores
 from dagster_project.resources import IngestSettingsResource
 settings = IngestSettingsResource(parallelism=1)
-print(available_cores(), settings.parse_settings().threads, settings.mart_settings().threads)
+print(available_cores(), settings.parse_settings().threads, settings.build().threads)
 """
 
 

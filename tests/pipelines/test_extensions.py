@@ -1,5 +1,6 @@
-"""An extension DuckDB has checked is loaded without checking again, in later processes too, while its file is the
-one checked; a file changed since is checked again, and one that fails the check is never loaded."""
+"""DuckDB checks the signature of every extension file a process loads for the first time; tracelake's own later
+connections of the process reuse that check, a connection handed to users never does; an installed file that is
+damaged or fails its check is replaced by the wheel's, never loaded."""
 
 from __future__ import annotations
 
@@ -10,26 +11,31 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.extensions import VERIFIED_SUFFIX
-
 REPO = Path(__file__).resolve().parents[2]
 NAMES = ("ducklake", "sqlite")
-# One process's connection: whether it skipped DuckDB's signature check, and the extensions it loaded.
+# Connections of one process: per connection, whether it skipped DuckDB's signature check, whether it would install
+# or load more of itself, and the extensions it loaded.
 CONNECT = """
 import json, sys
-from pipelines.extensions import extension_connection
-con = extension_connection(tuple(sys.argv[2:]), {"extension_directory": sys.argv[1]})
-(unsigned,) = con.execute("select current_setting('allow_unsigned_extensions')").fetchone()
-loaded = sorted(row[0] for row in con.execute("select extension_name from duckdb_extensions() where loaded").fetchall())
-print(json.dumps({"unchecked": unsigned, "loaded": loaded}))
+from pipelines.lake.extensions import extension_connection
+config = {"extension_directory": sys.argv[1]}
+out = []
+for for_users in json.loads(sys.argv[2]):
+    con = extension_connection(tuple(sys.argv[3:]), config, for_users=for_users)
+    settings = dict(con.execute("select name, value from duckdb_settings() where name in "
+                                "('allow_unsigned_extensions', 'autoinstall_known_extensions')").fetchall())
+    loaded = sorted(r[0] for r in con.execute("select extension_name from duckdb_extensions() where loaded").fetchall())
+    out.append({"unchecked": settings["allow_unsigned_extensions"] == "true",
+                "autoinstall": settings["autoinstall_known_extensions"] == "true", "loaded": loaded})
+print(json.dumps(out))
 """
 
 
-def _connect(directory: Path) -> dict[str, object]:
-    """What a new process's connection to ``directory``'s extensions did (raises CalledProcessError if it failed)."""
-    done = subprocess.run(
-        [sys.executable, "-c", CONNECT, str(directory), *NAMES], cwd=REPO, capture_output=True, text=True, check=True
-    )
+def _connect(directory: Path, for_users: list[bool]) -> list[dict[str, object]]:
+    """What the connections of a new process to ``directory``'s extensions did (raises CalledProcessError if one
+    failed)."""
+    done = subprocess.run([sys.executable, "-c", CONNECT, str(directory), json.dumps(for_users), *NAMES],
+                          cwd=REPO, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
 
@@ -40,37 +46,31 @@ def _installed(directory: Path, name: str) -> Path:
 
 @pytest.fixture
 def extension_directory(tmp_path: Path) -> Path:
-    """A folder of the process's own, which the first connection installs the wheels' extensions into."""
+    """A folder of the test's own, which the first connection installs the wheels' extensions into."""
     directory = tmp_path / "extensions"
-    first = _connect(directory)
-    assert first["unchecked"] is False
-    assert {"ducklake", "sqlite_scanner"} <= set(first["loaded"])
+    (first,) = _connect(directory, [False])
+    assert first["unchecked"] is False and {"ducklake", "sqlite_scanner"} <= set(first["loaded"])
     return directory
 
 
-def test_a_checked_extension_loads_unchecked_in_a_later_process(extension_directory: Path) -> None:
-    markers = sorted(p.name for p in extension_directory.rglob(f"*{VERIFIED_SUFFIX}"))
-    assert markers == [f"ducklake.duckdb_extension{VERIFIED_SUFFIX}", f"sqlite_scanner.duckdb_extension{VERIFIED_SUFFIX}"]
-    later = _connect(extension_directory)
-    assert later["unchecked"] is True
-    assert {"ducklake", "sqlite_scanner"} <= set(later["loaded"])
+def test_every_process_checks_and_users_connections_always_do(extension_directory: Path) -> None:
+    internal, again, user = _connect(extension_directory, [False, False, True])
+    assert internal["unchecked"] is False  # a new process checks, whatever an earlier one did
+    assert again["unchecked"] is True  # the same process's own later connection reuses the check
+    assert user["unchecked"] is False and user["autoinstall"] is False  # a notebook's connection checks, installs nothing
+    assert all({"ducklake", "sqlite_scanner"} <= set(c["loaded"]) for c in (internal, again, user))
 
 
-def test_a_file_written_since_its_check_is_checked_again(extension_directory: Path) -> None:
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
+def test_a_damaged_installed_extension_is_replaced_by_the_wheels(extension_directory: Path, damage: str) -> None:
     path = _installed(extension_directory, "ducklake")
-    path.write_bytes(path.read_bytes())  # the same bytes, but written since the check
-    again = _connect(extension_directory)
-    assert again["unchecked"] is False
-    assert _connect(extension_directory)["unchecked"] is True  # checked, and recorded, once more
-
-
-def test_a_file_changed_since_its_check_is_never_loaded(extension_directory: Path) -> None:
-    path = _installed(extension_directory, "ducklake")
-    tampered = bytearray(path.read_bytes())
-    tampered[len(tampered) // 2] ^= 0xFF
-    path.write_bytes(bytes(tampered))
-    with pytest.raises(subprocess.CalledProcessError) as refused:
-        _connect(extension_directory)
-    assert f'Extension "{path}" could not be loaded because its signature is either missing or invalid' in (
-        refused.value.stderr
-    )
+    genuine = path.read_bytes()
+    damaged = bytearray(genuine)
+    if damage == "truncated":
+        del damaged[len(damaged) // 2:]
+    else:
+        damaged[len(damaged) // 2] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    (connection,) = _connect(extension_directory, [True])
+    assert connection["unchecked"] is False and "ducklake" in connection["loaded"]
+    assert path.read_bytes() == genuine

@@ -17,13 +17,14 @@ import duckdb
 import orjson
 import pytest
 
-from pipelines.lake import LAYERS, Lake
-from pipelines.maintenance import run_history
+from pipelines.lake.lake import LAYERS, Lake
+from pipelines.lake.maintenance import run_history
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
 from tests.support.servers import EXAMPLE_TRACES
-from transforms.catalog import open_lake
-from transforms import pipeline
-from transforms.pipeline import MartSettings, ingest_run, rebuild_marts
+from transforms.composition import steps
+from transforms.composition.ingest import IngestSettings, ingest_run, rebuild_run
+from transforms.composition.steps import BuildSettings
 
 RUN = "job"
 
@@ -137,7 +138,7 @@ def test_a_rebuild_of_the_marts_never_lands_beside_a_newer_ingest(tmp_path, vers
     lake = Lake(str(tmp_path / "lake"), catalog=catalog)
     (run_a,), (run_b,) = discover_runs(str(versions["a"])), discover_runs(str(versions["b"]))
     ingest_run(run_a, lake)
-    build = pipeline.build_marts
+    build = steps.build_marts
     builds = []
 
     def then_ingest_b(*args, **kwargs):
@@ -147,8 +148,8 @@ def test_a_rebuild_of_the_marts_never_lands_beside_a_newer_ingest(tmp_path, vers
             ingest_run(run_b, lake)  # builds b's marts too: the second build
         return marts
 
-    monkeypatch.setattr(pipeline, "build_marts", then_ingest_b)
-    rebuilt = rebuild_marts(lake, RUN)
+    monkeypatch.setattr(steps, "build_marts", then_ingest_b)
+    rebuilt = rebuild_run(lake, RUN)
     assert len(builds) == 3 and rebuilt.commit.attempts == 1
     assert assert_one_whole_version(Path(lake.url), catalog, {_trace_of(versions["b"])})
     with lake.connect(read_only=True) as con:
@@ -159,7 +160,7 @@ def test_direct_parquet_reads_equal_catalog_reads_after_reingests(tmp_path, vers
     lake = Lake(str(tmp_path / "lake"))
     for version in ("a", "b", "a"):
         (run,) = discover_runs(str(versions[version]))
-        ingest_run(run, lake, mart_settings=MartSettings(threads=1))
+        ingest_run(run, lake, settings=IngestSettings(build=BuildSettings(threads=1)))
     con = open_lake(lake.url)
     tables = con.execute("select schema_name, table_name from duckdb_tables() "
                          "where database_name = 'lake' and schema_name != 'meta'").fetchall()
@@ -178,10 +179,10 @@ def test_direct_parquet_reads_equal_catalog_reads_after_reingests(tmp_path, vers
 
 def test_history_lists_the_versions_that_retention_keeps(tmp_path, versions) -> None:
     lake = Lake(str(tmp_path / "lake"))
-    keep = MartSettings(threads=1, retention="1 hour")
+    keep = IngestSettings(build=BuildSettings(threads=1), retention="1 hour")
     for version in ("a", "b"):
         (run,) = discover_runs(str(versions[version]))
-        ingest_run(run, lake, mart_settings=keep)
+        ingest_run(run, lake, settings=keep)
     with lake.connect(read_only=True) as con:
         history = run_history(con, RUN)
         assert len(history) == 2 and history[0].snapshot_id < history[1].snapshot_id
@@ -227,7 +228,7 @@ def test_maintenance_job_sweeps_what_killed_ingests_left(tmp_path, versions) -> 
 
     lake = Lake(str(tmp_path / "lake"))
     (run,) = discover_runs(str(versions["a"]))
-    ingest_run(run, lake, mart_settings=MartSettings(threads=1))
+    ingest_run(run, lake, settings=IngestSettings(build=BuildSettings(threads=1)))
     before = open_lake(lake.url).execute("select count(*) from kernels").fetchone()
     stale = time.time() - 3 * 86400
     leftovers = [Path(lake.url, "_staging", "0123456789abcdef", "20240101T000000-dead", "kernels", "x.parquet"),

@@ -12,7 +12,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from transforms.catalog import open_lake, table_files
+from pipelines.lake.read import open_lake, table_files
 
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
             "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")

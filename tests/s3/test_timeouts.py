@@ -48,7 +48,7 @@ def test_a_silent_endpoint_times_out_with_one_clear_line(silent_endpoint, tmp_pa
             else ["ingest", "s3://silent/traces", "--lake", str(tmp_path / "lake")])
     if command == "sql":  # a lake whose data is on the silent store: the catalog answers, the data never does
         args[3] = "s3://silent/lake"
-        subprocess.run([sys.executable, "-c", "from pipelines.lake import Lake; Lake('s3://silent/lake').connect()"],
+        subprocess.run([sys.executable, "-c", "from pipelines.lake.lake import Lake; Lake('s3://silent/lake').connect()"],
                        env=env, check=True, timeout=120)
     done = subprocess.run([sys.executable, "-m", "tracelake.cli", *args], env=env, capture_output=True, text=True,
                           timeout=300)

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
+from transforms.composition.ingest import ingest_run
 from transforms.models import discover_models
-from transforms.pipeline import ingest_run
 from transforms.runner import MartResult, register_functions, register_run_tables
-
 
 
 def build_lake(source: Path, lake_dir: Path, marts: set[str]) -> tuple[Lake, dict[str, list[MartResult]]]:
@@ -41,8 +40,8 @@ def query_model(lake: Lake, run_id: str, model: str, sql: str) -> list[tuple]:
         register_run_tables(con, run_id)
         register_functions(con)
         models = discover_models()
-        from transforms.graph import run_order
         from pipelines.tables import RAW_TABLES
+        from transforms.graph import run_order
 
         for name in run_order(models, set(RAW_TABLES), {model}):
             kind = "table" if models[name].layer == "marts" else "view"

@@ -14,9 +14,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
-from transforms.pipeline import ingest_run
+from transforms.composition.ingest import ingest_run
 
 BASE_NS = 1_700_000_000_000_000_000
 GIB = 1024**3

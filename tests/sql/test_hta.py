@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
-from transforms.catalog import open_lake
-from transforms.pipeline import ingest_run
+from transforms.composition.ingest import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
 
 from tests.conftest import SHARED_TRACES as TRACES
+
 HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches",
              "queue_length_summary", "memory_bw_summary"}
 
@@ -330,7 +331,10 @@ def test_ns_resolution_trace_matches_hta(case, ns_lake):
     assert_temporal_breakdown(ta, mart_rows(lake, "temporal_breakdown", folder, trace))
     assert_kernel_type_breakdown(ta, mart_rows(lake, "kernel_type_breakdown", folder, trace))
     assert_idle_time(ta, mart_rows(lake, "idle_time", folder, trace))
-    # Rounding as HTA does, the figures agree to the µs, not just within the 0.5 % tolerance.
+    # Rounding as HTA does, the figures agree to the µs, not just within the 0.5 % tolerance, given the one
+    # deliberate difference (int_hta_merged_intervals): an event under a µs, -1 µs on HTA's integer clock, lasts 0.
+    for frame in ta.t.traces.values():
+        frame["dur"] = frame["dur"].clip(lower=0)
     ref = ta.get_temporal_breakdown(visualize=False).iloc[0]
     (ours,) = mart_rows(lake, "temporal_breakdown", folder, trace)
     assert (ours["idle_ns"], ours["compute_ns"], ours["non_compute_ns"]) == (

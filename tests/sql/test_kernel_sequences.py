@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
-from transforms.catalog import open_lake
-from transforms.pipeline import ingest_run
+from transforms.composition.ingest import ingest_run
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
 from pipelines.sources import discover_runs
 from tests.sql.gpu_marts_helpers import query_model
-from transforms.pipeline import ingest_run
+from transforms.composition.ingest import ingest_run
 
 SEGMENTS = "select * from int_tb_step_segments order by all"
 

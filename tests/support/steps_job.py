@@ -10,12 +10,12 @@ import sys
 
 import dagster as dg
 
-import pipelines.head_start
+import pipelines.staging.trace
 from dagster_project.assets.raw import raw_tables
 from dagster_project.definitions import defs
 
 FAILING = "boom"
-_parse_trace = pipelines.head_start.parse_trace
+_parse_trace = pipelines.staging.trace.parse_trace
 
 
 def _failing_parse_trace(fs, path, trace, **kwargs):
@@ -26,7 +26,7 @@ def _failing_parse_trace(fs, path, trace, **kwargs):
 
 def ingest_job() -> dg.JobDefinition:
     """The code location's ``ingest_run`` job, with the failure injected (called in each step process)."""
-    pipelines.head_start.parse_trace = _failing_parse_trace
+    pipelines.staging.trace.parse_trace = _failing_parse_trace
     return defs.resolve_job_def("ingest_run")
 
 

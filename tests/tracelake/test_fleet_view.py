@@ -16,7 +16,7 @@ from tests.support.png import decode_png
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake import open_lake
 from tracelake.ingest import ingest
-from transforms.report import render_fleet_view
+from transforms.report.pages import render_fleet_view
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,5 @@
-"""The local Dagster home: the dagster.yaml ``tracelake`` writes into a new home, its pooled event log storage
-(the same records as Dagster's own SQLite storage reads, few connections, none holding a lock between uses),
-and SQLite files that commit without fsync."""
+"""The local Dagster home: the dagster.yaml ``tracelake`` writes into a new home, what ``tracelake ingest``
+records there (as the assets' own runs would show them), and homes opened by several processes at once."""
 
 import os
 import sqlite3
@@ -10,160 +9,91 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import psutil
 import pytest
-from dagster._core.instance.ref import InstanceRef
-from dagster._core.storage.event_log import SqliteEventLogStorage
-from sqlalchemy import create_engine, text
 
-import tracelake.home
-from dagster_project.event_log import PooledSqliteEventLogStorage
+import dagster_project.home
+from dagster_project.home import _WRITTEN_BY_0_2, QUIET, dagster_home
+from pipelines.tables import RAW_TABLES
 from tests.cli.conftest import tracelake as run_tracelake
 from tests.support.servers import EXAMPLE_TRACES
-from tracelake.home import POOLED_EVENT_LOG, QUIET, dagster_home, skip_history_fsync
-
-FULL, OFF = 2, 0  # PRAGMA synchronous values
+from transforms.models import discover_models
 
 
-def _synchronous(path: Path) -> int:
-    engine = create_engine(f"sqlite:///{path}")
-    with engine.connect() as connection:
-        return connection.execute(text("pragma synchronous")).scalar_one()
+def test_a_new_home_gets_dagsters_defaults_a_users_own_stays(tmp_path: Path, monkeypatch) -> None:
+    default, new, users, old = tmp_path / "default", tmp_path / "new", tmp_path / "users", tmp_path / "old"
+    for home in (users, old):
+        home.mkdir()
+    (users / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")  # a user's own
+    (old / "dagster.yaml").write_text(_WRITTEN_BY_0_2)  # tracelake 0.2 named an event log storage since removed
+    monkeypatch.setattr(dagster_project.home, "DEFAULT_HOME", default)
 
-
-def test_only_the_home_skips_fsync(tmp_path: Path) -> None:
-    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
-    home.mkdir()
-    elsewhere.mkdir()
-    assert _synchronous(home / "runs.db") == FULL
-    skip_history_fsync(home)
-    assert _synchronous(home / "runs.db") == OFF
-    assert _synchronous(home / "storage.db") == OFF
-    assert _synchronous(elsewhere / "catalog.db") == FULL
-
-
-def test_a_new_home_names_the_pooled_event_log_a_users_own_stays(tmp_path: Path, monkeypatch) -> None:
-    default, new, users = tmp_path / "default", tmp_path / "new", tmp_path / "users"
-    default.mkdir()
-    users.mkdir()
-    (default / "dagster.yaml").write_text(QUIET)  # what the default home held before
-    (users / "dagster.yaml").write_text(QUIET)  # the same text, of a user's own
-    monkeypatch.setattr(tracelake.home, "DEFAULT_HOME", default)
-
-    for home in (default, new, users):
+    for home in (default, new, users, old):
         monkeypatch.setenv("DAGSTER_HOME", str(home))
         assert dagster_home() == home
 
-    assert (default / "dagster.yaml").read_text() == QUIET + POOLED_EVENT_LOG
-    assert (new / "dagster.yaml").read_text() == POOLED_EVENT_LOG  # telemetry is the user's to turn off
-    assert (users / "dagster.yaml").read_text() == QUIET
+    assert (default / "dagster.yaml").read_text() == QUIET
+    assert (new / "dagster.yaml").read_text() == ""  # telemetry is the user's to turn off
+    assert (old / "dagster.yaml").read_text() == ""
+    assert (users / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
     assert sorted(p.name for p in new.iterdir()) == ["dagster.yaml"]  # written whole, nothing left beside it
-    monkeypatch.setenv("DAGSTER_HOME", str(new))
-    with dg.DagsterInstance.get() as instance:
-        assert type(instance.event_log_storage) is PooledSqliteEventLogStorage
-        assert instance.event_log_storage._base_dir == str(new / "history" / "runs")  # where Dagster keeps it
+    monkeypatch.setenv("DAGSTER_HOME", str(old))
+    with dg.DagsterInstance.get() as instance:  # opens: no module named in it is missing
+        assert instance.get_runs() == []
 
 
 def _recorded(instance: dg.DagsterInstance) -> dict:
-    """What the UI shows of the home's one run: its status, its event log, each asset's materializations with
-    their metadata, each check's evaluations, the partitions."""
-    (run,), storage = instance.get_runs(), instance.event_log_storage
-    logs = instance.all_logs(run.run_id)
-    evaluated = dg.DagsterEventType.ASSET_CHECK_EVALUATION
-    checks = {e.dagster_event.asset_check_evaluation_data.asset_check_key
-              for e in logs if e.dagster_event_type == evaluated}
+    """What the UI shows of the home's asset history: each asset's materializations with their metadata, each
+    check's latest evaluation, the partitions."""
+    checks = [dg.AssetCheckKey(dg.AssetKey(["marts", mart]), name)
+              for mart in ("kernel_stats", "step_breakdown") for name in ("grain_unique", "value_ranges")]
     return {
-        "status": run.status,
-        "logs": logs,
         "materializations": {
-            key: [(r.run_id, r.asset_materialization.partition, r.asset_materialization.metadata)
-                  for r in instance.fetch_materializations(key, limit=10).records]
+            key.to_user_string(): [(r.asset_materialization.partition, r.asset_materialization.metadata)
+                                   for r in instance.fetch_materializations(key, limit=10).records]
             for key in instance.get_asset_keys()
         },
-        "checks": {
-            key: [(r.run_id, r.status) for r in storage.get_asset_check_execution_history(key, limit=10)]
-            for key in checks
-        },
+        "checks": {key: instance.event_log_storage.get_latest_asset_check_execution_by_key([key]).get(key)
+                   for key in checks},
         "partitions": instance.get_dynamic_partitions("trace_runs"),
     }
 
 
 @pytest.mark.slow
-def test_an_ingest_records_what_dagsters_own_storage_reads(tmp_path: Path, monkeypatch) -> None:
-    home, plain_config = tmp_path / "home", tmp_path / "plain"
-    plain_config.mkdir()
-    (plain_config / "dagster.yaml").write_text("")  # Dagster's defaults
+def test_an_ingest_records_each_asset_and_check_of_its_runs(tmp_path: Path, monkeypatch) -> None:
+    home, lake = tmp_path / "home", tmp_path / "lake"
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    source, lake = EXAMPLE_TRACES / "simple_add", tmp_path / "lake"
-    done = run_tracelake("ingest", str(source), "--lake", str(lake), env=env)
-    assert done.code == 0, done.stdout + done.stderr
+    for _ in range(2):  # a run ingested again records again
+        done = run_tracelake("ingest", str(EXAMPLE_TRACES / "simple_add"), "--lake", str(lake), env=env)
+        assert done.code == 0, done.stdout + done.stderr
+        assert f"recorded 1 run in the Dagster instance at {home}" in done.stdout
+    unrecorded = run_tracelake("ingest", str(EXAMPLE_TRACES / "rocm_mi250"), "--lake", str(lake), "--no-record", env=env)
+    assert unrecorded.code == 0 and "recorded" not in unrecorded.stdout, unrecorded.stdout
 
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    plain_ref = InstanceRef.from_dir(str(home), config_dir=str(plain_config))
-    with dg.DagsterInstance.get() as pooled, dg.DagsterInstance.from_ref(plain_ref) as plain:
-        assert type(pooled.event_log_storage) is PooledSqliteEventLogStorage
-        assert type(plain.event_log_storage) is SqliteEventLogStorage  # Dagster's default over the same files
-        recorded = _recorded(pooled)
-        assert recorded == _recorded(plain)
-
-    (run_id,) = {entry.run_id for entry in recorded["logs"]}
-    assert recorded["status"] == dg.DagsterRunStatus.SUCCESS
-    assert recorded["partitions"] == ["simple_add"]
-    assert len(recorded["materializations"]) > 30
-    for key, materializations in recorded["materializations"].items():
-        assert [(r, p) for r, p, _ in materializations] == [(run_id, "simple_add")], key
-        assert materializations[0][2], key  # its metadata
-    assert len(recorded["checks"]) > 5
-    assert all([r for r, _ in executions] == [run_id] for executions in recorded["checks"].values())
-
-
-@dg.asset(partitions_def=dg.DynamicPartitionsDefinition(name="parts"),
-          check_specs=[dg.AssetCheckSpec("named", asset="tiny")])
-def tiny(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """An asset with a check: each run writes its own shard and the index (materialization, check result)."""
-    return dg.MaterializeResult(metadata={"partition": context.partition_key},
-                                check_results=[dg.AssetCheckResult(check_name="named", passed=True)])
-
-
-def _open_shards(home: Path) -> set[str]:
-    # A set: SQLite keeps a closed connection's file open while another connection to it is (POSIX locks are
-    # per process), to use again for the next.
-    return {f.path for f in psutil.Process().open_files()
-            if f.path.startswith(str(home)) and f.path.endswith(".db")}
-
-
-def test_pooled_connections_stay_few_and_hold_no_lock_between_uses(tmp_path: Path, monkeypatch) -> None:
-    home = tmp_path / "home"
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    dagster_home()
-    monkeypatch.setattr(PooledSqliteEventLogStorage, "SHARDS_KEPT", 3)  # fewer runs to make than the 8 kept
-    runs = 5
     with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions("parts", [f"p{i}" for i in range(runs)])
-        for i in range(runs):
-            assert dg.materialize([tiny], instance=instance, partition_key=f"p{i}").success
-        for run in instance.get_runs():  # as the UI does, paging through every run's events
-            assert len(instance.all_logs(run.run_id)) > 10
-
-        shards = _open_shards(home)
-        index = str(home / "history" / "runs" / "index.db")
-        assert index in shards and len(shards) == 3
-        for shard in shards:  # another process can write, and checkpoint the WAL: nothing held between uses
-            other = sqlite3.connect(shard, timeout=0, isolation_level=None)
-            other.execute("begin immediate")
-            other.execute("commit")
-            busy, _, _ = other.execute("pragma wal_checkpoint(truncate)").fetchone()
-            assert busy == 0, shard
-            other.close()
-        assert dg.materialize([tiny], instance=instance, partition_key="p0").success  # and writing goes on
-        assert len(instance.fetch_materializations(dg.AssetKey("tiny"), limit=100).records) == runs + 1
+        recorded = _recorded(instance)
+        assert instance.get_runs() == []  # recorded without running Dagster
+    marts = {name for name, model in discover_models().items() if model.layer == "marts"}
+    assert set(recorded["materializations"]) == ({f"raw/{t}" for t in RAW_TABLES} | {f"marts/{m}" for m in marts}
+                                                 | {"report"})
+    assert recorded["partitions"] == ["simple_add"]
+    for key, materializations in recorded["materializations"].items():
+        assert [partition for partition, _ in materializations] == ["simple_add"] * 2, key
+        assert materializations[0][1], key  # its metadata
+    kernels = recorded["materializations"]["raw/kernels"][0][1]
+    assert kernels["dagster/row_count"].value > 0 and kernels["traces"].value == 1
+    stats = recorded["materializations"]["marts/kernel_stats"][0][1]
+    assert stats["dagster/row_count"].value > 0 and "kernel_name" in stats["preview"].value
+    assert str(lake / "reports" / "simple_add.html") in str(recorded["materializations"]["report"][0][1]["report"])
+    for key, execution in recorded["checks"].items():
+        assert execution is not None and execution.status.value == "SUCCEEDED", key
 
 
 OPEN_AT = """
 import sys, time
-from tracelake.dagster_runs import instance
+from dagster_project.record import open_instance
 time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # every process opens the new home at the same moment
-instance().get_runs()
+open_instance().get_runs()
 """
 
 

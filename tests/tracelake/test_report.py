@@ -1,11 +1,9 @@
 """Each run's HTML report: written by ingest next to the lake, checked in a real headless Chromium (text, chart
-sizes, no overflow, a screenshot that is not blank), with the run's numbers in its charts; linked from Dagster; a
-report started ahead taken over by the report's step, once."""
+sizes, no overflow, a screenshot that is not blank), with the run's numbers in its charts; linked from Dagster."""
 
 from __future__ import annotations
 
 import re
-import shutil
 from html import escape
 from pathlib import Path
 
@@ -17,16 +15,12 @@ from dagster_project.assets.marts import marts
 from dagster_project.assets.raw import raw_tables
 from dagster_project.assets.report import report
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
-from pipelines.lake import Lake
-from pipelines.sources import discover_runs
 from tests.support.browser import LAYOUT, chromium
 from tests.support.png import decode_png
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake import open_lake
-from transforms import report_files
-from transforms.charts import CATEGORY_COLORS
-from transforms.pipeline import ingest_run
-from transforms.report import PERFETTO_URL
+from transforms.report.charts import CATEGORY_COLORS
+from transforms.report.pages import PERFETTO_URL
 from transforms.units import format_ns
 
 RUNS = ("cpu_mlp", "nccl_rank0_of_2", "rocm_mi250", "simple_add")
@@ -138,56 +132,3 @@ def test_report_materialization_links_the_file(tmp_path):
     link = event.asset_materialization.metadata["report"]
     assert link.value == str(lake / "reports" / "rocm_mi250.html")
     assert Path(link.value).read_text().startswith("<!DOCTYPE html>")
-
-
-@pytest.fixture
-def one_run_lake(tmp_path: Path) -> Lake:
-    """A lake of the example run ``simple_add``, ingested without Dagster: no report written yet."""
-    shutil.copytree(EXAMPLE_TRACES / "simple_add", tmp_path / "traces" / "simple_add")
-    lake = Lake(str(tmp_path / "lake"))
-    (run,) = discover_runs(str(tmp_path / "traces"))
-    ingest_run(run, lake)
-    return lake
-
-
-@pytest.fixture
-def writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The run ids of the reports written from now on (the real writes, counted)."""
-    written: list[str] = []
-    write = report_files.write_run_report
-
-    def counted(lake: Lake, run_id: str) -> str:
-        written.append(run_id)
-        return write(lake, run_id)
-
-    monkeypatch.setattr(report_files, "write_run_report", counted)
-    return written
-
-
-def test_the_report_step_takes_the_report_started_ahead(one_run_lake: Lake, writes: list[str]) -> None:
-    report_files.start_run_report(one_run_lake, "simple_add")
-    url = report_files.run_report(one_run_lake, "simple_add")
-    assert writes == ["simple_add"]  # written once, ahead
-    assert Path(url) == Path(one_run_lake.root) / "reports" / "simple_add.html"
-    assert "simple_add" in Path(url).read_text()
-
-    report_files.run_report(one_run_lake, "simple_add")  # taken once: a later step writes its own
-    assert writes == ["simple_add", "simple_add"]
-
-
-def test_a_report_started_ahead_that_failed_fails_its_step(one_run_lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    def unwritable(lake: Lake, run_id: str) -> str:
-        raise PermissionError(f"reports of {run_id} are read-only")
-
-    monkeypatch.setattr(report_files, "write_run_report", unwritable)
-    report_files.start_run_report(one_run_lake, "simple_add")
-    with pytest.raises(PermissionError, match="reports of simple_add are read-only"):
-        report_files.run_report(one_run_lake, "simple_add")
-
-
-def test_a_report_no_step_took_is_finished_and_let_go(one_run_lake: Lake, writes: list[str]) -> None:
-    report_files.start_run_report(one_run_lake, "simple_add")
-    report_files.finish_reports_ahead()
-    assert (Path(one_run_lake.root) / "reports" / "simple_add.html").is_file()
-    report_files.run_report(one_run_lake, "simple_add")  # nothing left to take: written anew
-    assert writes == ["simple_add", "simple_add"]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from transforms import charts
+from transforms.report import charts
 
 BARS = [{"label": "0", "category": "kernel", "value_ns": 5e6}, {"label": "0", "category": "communication", "value_ns": 2e6},
         {"label": "1", "category": "kernel", "value_ns": 4e6}]

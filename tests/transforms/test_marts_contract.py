@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.lake import Lake
+from pipelines.lake.lake import Lake
+from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
 from tests.transforms.test_models import CONTRACT, contract_tables
-from transforms.catalog import open_lake
-from transforms.pipeline import ingest_run
+from transforms.composition.ingest import ingest_run
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,577 @@
+"""One run's HTML report and the fleet view, rendered from a DuckDB connection where every lake table is a view.
+
+Pure functions of the tables (``tracelake.open_lake(lake)`` gives such a connection). The run report leads with
+what to do (``recommendations``, the ``stragglers`` verdict) and then shows where the time went: per-rank step
+breakdown, overlap, GPU utilization, memory, and the top kernels, ops and source lines. A section whose table is
+not in the lake, or has no rows for the run, is left out or says why. Charts are static SVG (:mod:`transforms.report.charts`);
+the only script is the "Open in Perfetto" button's.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+import duckdb
+
+from transforms.report import charts
+from transforms.units import (
+    duration_unit,
+    format_bytes,
+    format_ns,
+    format_ratio,
+    format_timestamp_ns,
+    format_value,
+    plural,
+    size_unit,
+)
+
+TOP = 15
+MEMORY_POINTS = 600  # buckets per memory series: the curve's shape (each bucket keeps its maximum), a light page
+PERFETTO_URL = "https://ui.perfetto.dev"
+STEP_PARTS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+OVERLAP_PARTS = ("computation", "overlapping", "communication", "other")
+SEVERITY_ORDER = "case lower(severity) when 'high' then 0 when 'error' then 0 when 'medium' then 1 " \
+                 "when 'warning' then 1 else 2 end"
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1.5em 2em; color: #222; max-width: 960px; }
+h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+.sub { color: #666; margin-top: 0; } .note { color: #666; font-size: .9em; } .missing { color: #888; font-style: italic; }
+table { border-collapse: collapse; font-size: .85em; width: 100%; table-layout: auto; margin: .5em 0; }
+td, th { padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; border-bottom: 1px solid #eee; }
+th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.short { white-space: nowrap; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: .9em; }
+dt { color: #555; } dd { margin: 0; overflow-wrap: anywhere; }
+.chart svg { max-width: 100%; height: auto; } .verdict { font-size: 1.05em; padding: .5em .8em; border-radius: 4px; }
+.bad { background: #fdecea; } .good { background: #eaf5ea; } tr.regressed td { background: #fdecea; }
+.sev-high, .sev-error { color: #b3261e; font-weight: 600; } .sev-medium, .sev-warning { color: #a15c00; }
+button.perfetto { cursor: pointer; }
+"""
+
+# The documented way to hand Perfetto UI a trace from another page: open it, PING until it answers PONG (its
+# listener is then up), post {perfetto: {buffer, title, fileName}}. Traces too large to embed are picked locally.
+_PERFETTO_SCRIPT = """
+function tracelakeOpenInPerfetto(buffer, fileName, title) {
+  const url = document.body.dataset.perfettoUrl, origin = new URL(url).origin;
+  const win = window.open(url);
+  if (!win) { alert('The browser blocked the Perfetto window: allow pop-ups for this page.'); return; }
+  const timer = setInterval(() => win.postMessage('PING', origin), 50);
+  window.addEventListener('message', function onPong(event) {
+    if (event.source !== win || event.data !== 'PONG') return;
+    clearInterval(timer);
+    window.removeEventListener('message', onPong);
+    win.postMessage({perfetto: {buffer: buffer, title: title, fileName: fileName}}, origin);
+  });
+}
+document.addEventListener('click', (event) => {
+  const button = event.target.closest('button.perfetto');
+  if (!button) return;
+  const data = document.getElementById(button.dataset.trace);
+  if (data) {
+    const bytes = Uint8Array.from(atob(data.textContent.trim()), (c) => c.charCodeAt(0));
+    tracelakeOpenInPerfetto(bytes.buffer, button.dataset.fileName, button.dataset.title);
+  } else {
+    const input = Object.assign(document.createElement('input'), {type: 'file', accept: '.json,.gz'});
+    input.onchange = async () => tracelakeOpenInPerfetto(await input.files[0].arrayBuffer(),
+                                                         input.files[0].name, button.dataset.title);
+    input.click();
+  }
+});
+"""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One titled part of a page: HTML body, or a note saying why it is empty."""
+
+    title: str
+    body: str
+    anchor: str
+
+
+class _Tables:
+    """What the connection holds: which tables exist, their columns, and row queries bound to one run."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        rows = con.execute("select table_name, column_name from information_schema.columns").fetchall()
+        self.columns: dict[str, set[str]] = {}
+        for table, column in rows:
+            self.columns.setdefault(table, set()).add(column)
+
+    def has(self, table: str) -> bool:
+        return table in self.columns
+
+    def column(self, table: str, *names: str) -> str:
+        """The first of ``names`` that ``table`` has (a column renamed to the contract's name still reads)."""
+        return next((n for n in names if n in self.columns.get(table, ())), names[0])
+
+    def rows(self, sql: str, **params: Any) -> list[dict[str, Any]]:
+        cursor = self.con.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _device(device: int | None) -> str:
+    """The anchors' device labels: ``GPU0``, ``CPU`` (the tables hold -1 for the CPU)."""
+    return "CPU" if device is None or device < 0 else f"GPU{device}"
+
+
+def _chart(spec: charts.Spec) -> str:
+    return f'<div class="chart">{charts.to_svg(spec)}</div>'
+
+
+def _missing(text: str) -> str:
+    return f'<p class="missing">{escape(text)}</p>'
+
+
+def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """Rows as an HTML table; ``columns`` are (key, header); values in human units by the key's suffix.
+
+    Keys starting ``html_`` hold ready HTML. Numbers are right-aligned; short columns never wrap, so only long
+    text (kernel names, paths) takes the line breaks.
+    """
+    cells = [{k: r[k] if k.startswith("html_") else escape(format_value(k, r.get(k))) for k, _ in columns}
+             for r in rows]
+    kinds = {}
+    for key, _header in columns:
+        if any(isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool) for r in rows):
+            kinds[key] = ' class="num"'
+        elif not key.startswith("html_") and max((len(c[key]) for c in cells), default=0) <= 32:
+            kinds[key] = ' class="short"'
+        else:
+            kinds[key] = ""
+    head = "".join(f"<th{kinds[k]}>{escape(h)}</th>" for k, h in columns)
+    body = "".join(
+        ('<tr class="regressed">' if r.get("_regressed") else "<tr>")
+        + "".join(f"<td{kinds[k]}>{c[k]}</td>" for k, _ in columns) + "</tr>"
+        for r, c in zip(rows, cells, strict=True)
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+# ----------------------------------------------------------------------------------------------- run report
+
+
+def _summary(t: _Tables, run_id: str) -> str:
+    if not t.has("runs"):
+        return _missing("the runs table is not in this lake.")
+    run = next(iter(t.rows("select * from runs where run_id = $run_id", run_id=run_id)), None)
+    if run is None:
+        return _missing("this run is not in the runs table.")
+    first, last = run.get("first_ts_ns"), run.get("last_ts_ns")
+    items = {
+        "traces": run.get("trace_count"), "ranks": run.get("ranks"), "world size": run.get("world_size"),
+        "backend": run.get("backend"), "device": run.get("device_name"),
+        "started": format_timestamp_ns(first) if first else None,
+        "trace span": format_ns(last - first) if first and last else None,
+        "ingested": run.get("ingested_at"), "source": run.get("source_uri"),
+    }
+    return "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{escape(format_value(k, v))}</dd>" for k, v in items.items()) + "</dl>"
+
+
+def _recommendations(t: _Tables, run_id: str) -> str | None:
+    if not t.has("recommendations"):
+        return None
+    rows = t.rows(f"select * from recommendations where run_id = $run_id order by {SEVERITY_ORDER}, rule, trace_id",
+                  run_id=run_id)
+    if not rows:
+        return '<p class="verdict good">No rule fired for this run.</p>'
+    items = "".join(
+        f'<li><span class="sev-{escape(str(r.get("severity", "")).lower())}">{escape(str(r.get("severity", "")))}</span> '
+        f'<b>{escape(str(r["rule"]))}</b> ({escape(str(r.get("trace_id", "")))}): {escape(str(r.get("message", "")))}</li>'
+        for r in rows
+    )
+    return f"<ul>{items}</ul>"
+
+
+def _stragglers(t: _Tables, run_id: str) -> str | None:
+    if not t.has("stragglers"):
+        return None
+    rows = t.rows("select * from stragglers where run_id = $run_id order by rank", run_id=run_id)
+    if not rows:
+        return None
+    late = [r for r in rows if r.get("is_straggler")]
+    if late:
+        names = ", ".join(f"rank {r['rank']}" for r in late)
+        verdict = f'<p class="verdict bad">Straggler: {escape(names)} arrived last at most collectives.</p>'
+    else:
+        verdict = '<p class="verdict good">No straggler: no rank arrives last at collectives more than the others.</p>'
+    return verdict + html_table(rows, [("rank", "rank"), ("collectives", "collectives"),
+                                       ("arrived_last_count", "arrived last"), ("arrived_last_ratio", "share last"),
+                                       ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")])
+
+
+def _has_steps(t: _Tables, run_id: str) -> bool:
+    return t.has("steps") and bool(t.rows("select 1 from steps where run_id = $run_id limit 1", run_id=run_id))
+
+
+def _per_rank_bars(
+    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool
+) -> str:
+    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep)."""
+    select = ", ".join(f"avg({p}_ns) as {p}" for p in parts)
+    rows = t.rows(f"select rank, count(*) as steps, {select} from {table} where run_id = $run_id "
+                  "group by rank order by rank", run_id=run_id)
+    if not rows:
+        return _missing(f"{table} has no rows for this run.")
+    bars = [{"label": f"rank {r['rank']}", "category": p, "value_ns": float(r[p] or 0)} for r in rows for p in parts]
+    value_title = "mean time per step" if has_steps else "time over the whole trace"
+    note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
+                                 "the bar is the whole trace window, not a step.</p>")
+    return note + _chart(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
+
+
+def _run_start(t: _Tables, run_id: str) -> int | None:
+    if not t.has("runs"):
+        return None
+    row = t.rows("select first_ts_ns from runs where run_id = $run_id", run_id=run_id)
+    return row[0]["first_ts_ns"] if row else None
+
+
+def _series_label(rank: int, device: int | None, trace_id: str, traces_per_rank: int) -> str:
+    label = f"rank {rank} {_device(device)}"
+    return f"{label} ({trace_id})" if traces_per_rank > 1 else label
+
+
+def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
+    if not t.has("gpu_utilization_timeline"):
+        return None
+    rows = t.rows("""
+        select rank, trace_id, device, bucket_start_ns, gpu_utilization_ratio,
+               count(distinct trace_id) over (partition by rank) as traces_per_rank
+        from gpu_utilization_timeline where run_id = $run_id order by rank, trace_id, device, bucket_start_ns
+    """, run_id=run_id)
+    if not rows:
+        return _missing("no GPU kernels in this run, so no GPU utilization.")
+    origin = start if start is not None else min(r["bucket_start_ns"] for r in rows)
+    points = [{"series": _series_label(r["rank"], r["device"], r["trace_id"], r["traces_per_rank"]),
+               "t_ns": r["bucket_start_ns"] - origin, "y": r["gpu_utilization_ratio"]} for r in rows]
+    summary = ""
+    if t.has("gpu_metrics"):
+        metrics = t.rows("select rank, trace_id, device, gpu_utilization_ratio, est_sm_efficiency_ratio, "
+                         "est_achieved_occupancy_ratio from gpu_metrics where run_id = $run_id order by rank, device",
+                         run_id=run_id)
+        for m in metrics:
+            m["device_label"] = _device(m["device"])
+        summary = html_table(metrics, [("rank", "rank"), ("trace_id", "trace"), ("device_label", "device"),
+                                       ("gpu_utilization_ratio", "GPU utilization"),
+                                       ("est_sm_efficiency_ratio", "est. SM efficiency"),
+                                       ("est_achieved_occupancy_ratio", "est. achieved occupancy")])
+    return _chart(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
+
+
+def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
+    if not t.has("memory_timeline"):
+        return None
+    rows = t.rows(f"""
+        with events as (
+            select rank, trace_id, device, ts_ns, allocated_bytes,
+                   count(distinct trace_id) over (partition by rank) as traces_per_rank,
+                   min(ts_ns) over () as t0, max(ts_ns) over () as t1
+            from memory_timeline where run_id = $run_id and allocated_bytes is not null
+        )
+        select rank, trace_id, device, traces_per_rank,
+               min(ts_ns) as ts_ns, max(allocated_bytes) as allocated_bytes
+        from events
+        group by rank, trace_id, device, traces_per_rank,
+                 floor((ts_ns - t0) * {MEMORY_POINTS} / greatest(t1 - t0, 1))
+        order by rank, trace_id, device, ts_ns
+    """, run_id=run_id)
+    if not rows:
+        return _missing("the traces hold no memory events (profile_memory=True records them).")
+    origin = start if start is not None else min(r["ts_ns"] for r in rows)
+    points = [{"series": _series_label(r["rank"], r["device"], r["trace_id"], r["traces_per_rank"]),
+               "t_ns": r["ts_ns"] - origin, "y": r["allocated_bytes"]} for r in rows]
+    peaks, table = [], ""
+    if t.has("memory_peaks"):
+        peak_rows = t.rows("""
+            select p.*, count(distinct trace_id) over (partition by rank) as traces_per_rank
+            from memory_peaks p where run_id = $run_id order by rank, trace_id, device
+        """, run_id=run_id)
+        for p in peak_rows:
+            p["device_label"] = _device(p["device"])
+            if p["peak_ts_ns"] is not None:
+                peaks.append({"series": _series_label(p["rank"], p["device"], p["trace_id"], p["traces_per_rank"]),
+                              "t_ns": p["peak_ts_ns"] - origin, "y": p["peak_allocated_bytes"],
+                              "label": f"peak {format_bytes(p['peak_allocated_bytes'])}"})
+        table = html_table(peak_rows, [("rank", "rank"), ("trace_id", "trace"), ("device_label", "device"),
+                                       ("peak_allocated_bytes", "peak allocated"),
+                                       ("peak_reserved_bytes", "peak reserved"), ("peak_step", "in step")])
+    return _chart(charts.time_series(points, y_title="allocated", y_kind="bytes", peaks=peaks)) + table
+
+
+def _top_kernels(t: _Tables, run_id: str) -> str | None:
+    if not t.has("kernel_stats"):
+        return None
+    rows = t.rows(f"""
+        select kernel_name as name, any_value(kernel_type) as kernel_type, sum(calls) as calls,
+               sum(total_ns) as total_ns, sum(total_ns) / sum(calls) as mean_ns
+        from kernel_stats where run_id = $run_id group by kernel_name order by total_ns desc, name limit {TOP}
+    """, run_id=run_id)
+    if not rows:
+        return _missing("no GPU kernels in this run.")
+    for i, r in enumerate(rows, 1):
+        r["rank_no"] = f"#{i}"
+    chart = charts.ranked_time_bars([{"name": r["name"], "value_ns": r["total_ns"]} for r in rows],
+                                    value_title="total GPU time")
+    return _chart(chart) + html_table(rows, [("rank_no", "#"), ("name", "kernel"), ("kernel_type", "type"),
+                                             ("calls", "calls"), ("total_ns", "total"), ("mean_ns", "mean")])
+
+
+def _top_ops(t: _Tables, run_id: str) -> str | None:
+    if not t.has("op_stats"):
+        return None
+    cpu_total, device_total = t.column("op_stats", "total_cpu_ns", "cpu_total_ns"), \
+        t.column("op_stats", "total_device_ns", "device_total_ns")
+    rows = t.rows(f"""
+        select op_name as name, sum(calls) as calls, sum(self_cpu_ns) as self_cpu_ns,
+               sum({cpu_total}) as total_cpu_ns, sum(self_device_ns) as self_device_ns,
+               sum({device_total}) as total_device_ns
+        from op_stats where run_id = $run_id group by op_name
+        order by self_device_ns desc, self_cpu_ns desc, name limit {TOP}
+    """, run_id=run_id)
+    if not rows:
+        return _missing("no operators in this run.")
+    for i, r in enumerate(rows, 1):
+        r["rank_no"] = f"#{i}"
+    return html_table(rows, [("rank_no", "#"), ("name", "operator"), ("calls", "calls"),
+                             ("self_device_ns", "self device"), ("total_device_ns", "device total"),
+                             ("self_cpu_ns", "self CPU"), ("total_cpu_ns", "CPU total")])
+
+
+def _top_source_lines(t: _Tables, run_id: str) -> str | None:
+    if not t.has("source_stats"):
+        return None
+    rows = t.rows(f"""
+        select source_file || ':' || source_line as location, function, sum(calls) as calls,
+               sum(total_cpu_ns) as total_cpu_ns, sum(total_device_ns) as total_device_ns
+        from source_stats where run_id = $run_id group by all
+        order by total_device_ns desc, total_cpu_ns desc, location limit {TOP}
+    """, run_id=run_id)
+    if not rows:
+        return None
+    return html_table(rows, [("location", "source line"), ("function", "function"), ("calls", "calls"),
+                             ("total_device_ns", "device time"), ("total_cpu_ns", "CPU time")])
+
+
+def _traces(t: _Tables, run_id: str, trace_files: Mapping[str, bytes]) -> str:
+    rows = t.rows("select trace_id, rank, source_uri, size_bytes, event_count, window_start_ns, window_end_ns "
+                  "from traces where run_id = $run_id order by rank, trace_id", run_id=run_id)
+    if not rows:
+        return _missing("no traces recorded for this run.")
+    embedded = []
+    for i, r in enumerate(rows):
+        start, end = r.pop("window_start_ns"), r.pop("window_end_ns")
+        r["window_ns"] = end - start if start is not None and end is not None else None
+        name = (r["source_uri"] or r["trace_id"]).rsplit("/", 1)[-1]
+        element = f"trace-{i}"
+        data = trace_files.get(r["trace_id"])
+        if data is not None:
+            embedded.append(f'<script type="application/octet-stream" id="{element}">'
+                            f"{base64.b64encode(data).decode()}</script>")
+        hint = "" if data is not None else " (choose the file)"
+        r["html_open"] = (f'<button class="perfetto" data-trace="{element}" data-file-name="{escape(name)}" '
+                          f'data-title="{escape(run_id + " " + r["trace_id"])}">Open in Perfetto{hint}</button>')
+    table = html_table(rows, [("trace_id", "trace"), ("rank", "rank"), ("event_count", "events"),
+                              ("size_bytes", "size"), ("window_ns", "window"), ("source_uri", "file"),
+                              ("html_open", "")])
+    note = ('<p class="note">Perfetto UI opens in a new tab and this page hands it the trace; nothing is uploaded. '
+            "Traces too large to embed ask for the file.</p>")
+    return table + note + "".join(embedded)
+
+
+def run_report_sections(
+    con: duckdb.DuckDBPyConnection, run_id: str, *, trace_files: Mapping[str, bytes] | None = None
+) -> list[Section]:
+    """The report's sections in reading order, each present only when its table exists (and, for the newer
+    analyses, has rows for the run)."""
+    t = _Tables(con)
+    has_steps = _has_steps(t, run_id)
+    start = _run_start(t, run_id)
+    parts: list[tuple[str, str, str | None]] = [
+        ("Recommendations", "recommendations", _recommendations(t, run_id)),
+        ("Stragglers", "stragglers", _stragglers(t, run_id)),
+        ("Run", "run", _summary(t, run_id)),
+        ("Step time per rank" if has_steps else "Time per rank (no steps)", "steps",
+         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
+        ("Computation and communication overlap per rank", "overlap",
+         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
+         if t.has("comm_overlap_by_step") else None),
+        ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
+        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start)),
+        (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id)),
+        (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id)),
+        (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id)),
+        ("Traces", "traces", _traces(t, run_id, trace_files or {})),
+    ]
+    return [Section(title, body, anchor) for title, anchor, body in parts if body is not None]
+
+
+def _page(title: str, subtitle: str, sections: Sequence[Section], *, script: str = "") -> str:
+    nav = " · ".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in sections)
+    body = "".join(f'<section id="{s.anchor}"><h2>{escape(s.title)}</h2>{s.body}</section>' for s in sections)
+    tail = f"<script>{script}</script>" if script else ""
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{escape(title)}</title>'
+            f"<style>{_STYLE}</style></head><body data-perfetto-url=\"{PERFETTO_URL}\"><h1>{escape(title)}</h1>"
+            f'<p class="sub">{subtitle}</p><nav class="note">{nav}</nav>{body}{tail}</body></html>')
+
+
+def render_run_report(
+    con: duckdb.DuckDBPyConnection, run_id: str, *, trace_files: Mapping[str, bytes] | None = None
+) -> str:
+    """The run's report as one self-contained HTML page (inline SVG charts, nothing fetched).
+
+    ``trace_files`` (trace_id → the trace file's bytes) are embedded for "Open in Perfetto"; traces not given
+    ask the reader for the file instead.
+    """
+    sections = run_report_sections(con, run_id, trace_files=trace_files)
+    subtitle = 'tracelake run report · <a href="index.html">all runs</a>'
+    return _page(f"Run {run_id}", subtitle, sections, script=_PERFETTO_SCRIPT)
+
+
+# ----------------------------------------------------------------------------------------------- fleet view
+
+FLEET_METRICS = (  # (key, title, unit kind, worse when): one trend chart and one table column per metric
+    ("step_ns", "step time", "ns", "higher"),
+    ("gpu_utilization_ratio", "GPU utilization", "ratio", "lower"),
+    ("exposed_comm_ns", "exposed communication", "ns", "higher"),
+    ("peak_memory_bytes", "peak memory", "bytes", "higher"),
+)
+
+
+def default_job(run_id: str) -> str:
+    """A run's job: its run_id up to the last ``.`` (runs of one job sit in one folder: ``job/run-3`` → ``job``)."""
+    return run_id.rsplit(".", 1)[0] if "." in run_id else run_id
+
+
+def fleet_runs(t: _Tables) -> list[dict[str, Any]]:
+    """One row per run with its headline metrics (None where the run's tables lack them), oldest first."""
+    if not t.has("runs"):
+        return []
+    metrics = {
+        "step_ns": ("step_breakdown", "avg(total_ns)"),
+        "gpu_utilization_ratio": ("gpu_metrics", "avg(gpu_utilization_ratio) filter (where device >= 0)"),
+        "exposed_comm_ns": ("comm_overlap_by_step", "avg(communication_ns)"),
+        "peak_memory_bytes": ("memory_peaks", "max(peak_allocated_bytes)"),
+    }
+    joins = "".join(f" left join (select run_id, {expr} as {key} from {table} group by run_id) using (run_id)"
+                    for key, (table, expr) in metrics.items() if t.has(table))
+    selected = ", ".join(key if t.has(table) else f"null as {key}" for key, (table, _) in metrics.items())
+    return t.rows(f"select run_id, first_ts_ns, ranks, {selected} from runs{joins} order by first_ts_ns, run_id")
+
+
+def _change(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None or base == 0 else (value - base) / base
+
+
+def compare_to_baseline(
+    runs: Sequence[dict[str, Any]], *, baselines: Mapping[str, str] | None = None, threshold_ratio: float = 0.05
+) -> None:
+    """Add each run's change against its baseline (``baselines[job]``, else the job's previous run) in place.
+
+    A metric regresses when it moves the wrong way by more than ``threshold_ratio`` of the baseline (for GPU
+    utilization, by more than that many points).
+    """
+    by_id = {r["run_id"]: r for r in runs}
+    previous: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        chosen = (baselines or {}).get(run["job"])
+        base = by_id.get(chosen) if chosen and chosen != run["run_id"] else previous.get(run["job"])
+        run["baseline"] = base["run_id"] if base else None
+        run["regressions"] = []
+        for key, title, kind, worse in FLEET_METRICS:
+            value, reference = run[key], base[key] if base else None
+            if kind == "ratio":
+                delta = None if value is None or reference is None else value - reference
+                run[f"{key}_change"] = delta
+                bad = delta is not None and -delta > threshold_ratio
+            else:
+                change = _change(value, reference)
+                run[f"{key}_change"] = change
+                bad = change is not None and (change if worse == "higher" else -change) > threshold_ratio
+            if bad:
+                run["regressions"].append(title)
+        previous[run["job"]] = run
+
+
+def _change_text(kind: str, change: float | None) -> str:
+    if change is None:
+        return "—"
+    return f"{100 * change:+.1f} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
+
+
+def _fleet_job(runs: list[dict[str, Any]]) -> str:
+    points, metrics = [], []
+    for key, title, kind, _ in FLEET_METRICS:
+        values = [r[key] for r in runs if r[key] is not None]
+        if not values:
+            continue
+        if kind == "ns":
+            unit, scale = duration_unit(max(values))
+        elif kind == "bytes":
+            unit, scale = size_unit(max(values))
+        else:
+            unit, scale = "%", 0.01
+        metrics.append(f"{title} ({unit})")
+        points += [
+            {"metric": metrics[-1], "run_id": r["run_id"], "v": r[key] / scale,
+             "desc": f"{r['run_id']}: {format_value(key, r[key])} ({_change_text(kind, r[f'{key}_change'])} "
+                     f"vs {r['baseline'] or 'no baseline'})",
+             "regressed": "yes" if title in r["regressions"] else "no",
+             "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
+            for r in runs if r[key] is not None and r["first_ts_ns"] is not None]
+    chart = _chart(charts.run_metric_trends(points, metrics=metrics)) if points else ""
+    table_rows = []
+    for r in reversed(runs):  # newest first
+        row = dict(r)
+        row["html_run"] = f'<a href="{escape(r["run_id"])}.html">{escape(r["run_id"])}</a>'
+        for key, _, kind, _ in FLEET_METRICS:
+            row[f"html_{key}"] = (f"{escape(format_value(key, r[key]))}<br>"
+                                  f'<span class="note">{escape(_change_text(kind, r[f"{key}_change"]))}</span>')
+        row["html_flags"] = escape(", ".join(r["regressions"]) or "—")
+        row["_regressed"] = bool(r["regressions"])
+        table_rows.append(row)
+    table = html_table(table_rows, [("html_run", "run"), ("first_ts_ns", "started"), ("baseline", "baseline"),
+                                    *[(f"html_{k}", title) for k, title, _, _ in FLEET_METRICS],
+                                    ("html_flags", "regressions")])
+    note = ('<p class="note">Step time and exposed communication are means per rank and step (step_breakdown, '
+            "comm_overlap_by_step); GPU utilization is the mean over GPUs (gpu_metrics); under each value, its "
+            "change against the baseline run.</p>")
+    return chart + note + table
+
+
+def render_fleet_view(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    job_of: Callable[[str], str] = default_job,
+    baselines: Mapping[str, str] | None = None,
+    threshold_ratio: float = 0.05,
+) -> str:
+    """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory), each run's
+    change against its baseline (the job's previous run, or ``baselines[job]``), regressions flagged."""
+    t = _Tables(con)
+    runs = fleet_runs(t)
+    for run in runs:
+        run["job"] = job_of(run["run_id"])
+    compare_to_baseline(runs, baselines=baselines, threshold_ratio=threshold_ratio)
+    jobs: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        jobs.setdefault(run["job"], []).append(run)
+    regressed = sum(1 for r in runs if r["regressions"])
+    bodies = {job: _fleet_job(job_runs) for job, job_runs in sorted(jobs.items())}
+    sections = [Section(f"{job} ({plural(len(jobs[job]), 'run')})", body, f"job-{i}")
+                for i, (job, body) in enumerate(bodies.items())]
+    subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')}; "
+                f"{plural(regressed, 'run')} with a regression of more than {format_ratio(threshold_ratio)} "
+                "against its baseline")
+    if not runs:
+        sections = [Section("No runs", _missing("this lake holds no runs yet."), "none")]
+    return _page("tracelake fleet", subtitle, sections)
