@@ -1,34 +1,33 @@
 -- One row per communication instance on a rank, with when it ran, where the host issued it, and the step, phase and
--- process group it belongs to. Instances are the NCCL kernels that carry collective args (`collectives` rows of
--- source 'kernel', point-to-point included) and the gloo ranges (`gloo:<op>`: a collective's range on one of its
--- group's worker threads, a send's or receive's on the calling thread). What torch 2.13 writes for gloo is in
+-- process group it belongs to. Instances are the NCCL kernels of `collectives` (those carrying collective args,
+-- point-to-point included, or in older traces those named by the kernel) and the gloo ranges (`gloo:<op>`: a
+-- collective's range on one of its group's worker threads, a send's or receive's on the calling thread). What torch 2.13 writes for gloo is in
 -- tracelake/workloads.py: no group and no record_param_comms, a `c10d::<op>` call on the calling thread.
 -- Issue point (issue_tid, issue_ns): a kernel's launch (the runtime call of its correlation); a gloo range's
 -- `c10d::<op>` call: the latest c10d op of the trace started at or before the range with the same tensor shapes
 -- (the range's Input Dims are the call's first input), else the latest c10d op at all. A send or receive starts
 -- inside its call on the same thread and waits in the call or in the range, so it spans both.
--- phase, from the issue point: 'optimizer' inside an `Optimizer.step#...` range of that thread (torch's optimizer
--- profiling hook); 'backward' inside an `autograd::engine::evaluate_function: ...` range, on a thread that runs
--- autograd only (evaluate_function ranges and no ProfilerStep#: the autograd engine's device threads), or inside a
--- `Backward N` range (torch.distributed.pipelining's GPipe schedule); otherwise 'forward'.
+-- phase: int_phase_ranges' phase of the issue point on its thread (optimizer, backward or forward).
 -- step: the step (int_steps host range) holding the issue point; instances issued outside every step are left out.
--- process_group: the Process Group Name arg where the trace has it (NCCL); a gloo range names no group, so it gets
--- its rank's group only where distributedInfo.pg_config lists one group for the rank, else null.
+-- process_group: the Process Group Name arg where the trace has it (NCCL); a gloo range (or an older NCCL kernel)
+-- names no group, so a gloo one gets its rank's group only where distributedInfo.pg_config lists one, else null.
 -- bytes: a kernel's collectives.msg_bytes; a gloo range's Σ elements of its tensors × bytes per element of their
 -- Input type. peer_rank (send/recv): the call's peer (a Concrete Input: the peer's rank in the group) as a global
 -- rank through the group's ranks, where the group is known.
 -- source: torch 2.13 profiler output for gloo (tracelake/workloads.py), Optimizer.profile_hook_step, autograd engine
 with
 
+-- NCCL collectives from their kernels: with collective args, or (older traces) named by the kernel, whose stream
+-- int_collectives takes for a process group: not a group, so no group here.
 kernel_instances as (
     select
         collectives.run_id,
         collectives.trace_id,
         collectives.rank,
-        kernels.event_idx,
+        activity.event_idx,
         'kernel' as source,
         collectives.name,
-        collectives.process_group,
+        if(collectives.source = 'kernel', collectives.process_group, null) as process_group,
         kernels.process_group_desc as arg_group_desc,
         try_cast(kernels.process_group_ranks as bigint[]) as arg_group_ranks,
         collectives.start_ns,
@@ -38,17 +37,21 @@ kernel_instances as (
         launches.ts_ns as issue_ns,
         null::bigint as peer_group_rank
     from collectives
+    join int_kernels_classified as activity
+        on activity.trace_id = collectives.trace_id
+        and activity.ts_ns = collectives.start_ns
+        and activity.source_table = 'kernels'
+        and activity.is_communication
     join kernels
-        on kernels.trace_id = collectives.trace_id
-        and kernels.ts_ns = collectives.start_ns
-        and kernels.collective_name = collectives.name
+        on kernels.trace_id = activity.trace_id
+        and kernels.event_idx = activity.event_idx
     left join runtime_calls as launches
-        on launches.trace_id = kernels.trace_id
-        and launches.correlation = kernels.correlation
-    where collectives.source = 'kernel'
+        on launches.trace_id = activity.trace_id
+        and launches.correlation = activity.correlation
+    where collectives.source in ('kernel', 'kernel_name')
     qualify row_number() over (
         partition by collectives.run_id, collectives.rank, collectives.process_group, collectives.seq
-        order by kernels.event_idx
+        order by activity.event_idx
     ) = 1
 ),
 
@@ -143,48 +146,20 @@ instances as (
     select * from gloo_instances
 ),
 
--- Ranges that set the phase of what is issued inside them, on their own thread.
-phase_ranges as (
-    select trace_id, tid, ts_ns, end_ns, 'optimizer' as phase
-    from annotations
-    where starts_with(name, 'Optimizer.step#') and not on_device
-    union all
-    select trace_id, tid, ts_ns, end_ns, 'backward' as phase
-    from annotations
-    where regexp_full_match(name, 'Backward \d+') and not on_device
-    union all
-    select trace_id, tid, ts_ns, end_ns, 'backward' as phase
-    from cpu_ops
-    where starts_with(name, 'autograd::engine::evaluate_function: ')
-),
-
-autograd_threads as (
-    select trace_id, tid
-    from phase_ranges
-    where phase = 'backward'
-    except
-    select trace_id, tid
-    from steps
-),
-
 phased as (
     select
         instances.*,
         case
             when bool_or(phase_ranges.phase = 'optimizer') then 'optimizer'
-            when bool_or(phase_ranges.phase = 'backward') or bool_or(autograd_threads.tid is not null)
-                then 'backward'
+            when bool_or(phase_ranges.phase = 'backward') then 'backward'
             else 'forward'
         end as phase
     from instances
-    left join phase_ranges
+    left join int_phase_ranges as phase_ranges
         on phase_ranges.trace_id = instances.trace_id
         and phase_ranges.tid = instances.issue_tid
         and instances.issue_ns >= phase_ranges.ts_ns
         and instances.issue_ns < phase_ranges.end_ns
-    left join autograd_threads
-        on autograd_threads.trace_id = instances.trace_id
-        and autograd_threads.tid = instances.issue_tid
     group by all
 ),
 
