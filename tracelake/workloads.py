@@ -408,33 +408,37 @@ def _pipeline_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def profile_pipeline_job(
     out_url: str, *, run_id: str = PIPELINE_RUN_ID, stages: int = 2, schedule_name: str = "gpipe",
-    microbatches: int = 4, steps: int = 3, hold_ms: float = 10.0,
+    microbatches: int = 4, steps: int = 3, hold_ms: float | tuple[float, ...] = 10.0,
 ) -> None:
     """Run a ``stages``-rank pipeline-parallel job (``torch.distributed.pipelining`` over gloo, one stage per
     rank) with the GPipe or 1F1B schedule over ``microbatches`` micro-batches per step (1F1B needs at least as
     many micro-batches as stages). The last of ``steps`` (at least 2) is profiled:
     ``<out_url>/<run_id>/rank-<r>.step<steps>.pt.trace.json.gz``. A stage is a small MLP then a :func:`hold` of
-    ``hold_ms`` per micro-batch in forward, twice that in backward: the ranks share a few busy cores, where real
-    compute would stretch with the load and hide the schedule's bubble, while a stage's time on a device would not
-    stretch. Micro-batches are a fixed size, so a stage's time per micro-batch does not depend on their number."""
+    ``hold_ms`` per micro-batch in forward (one per stage where a tuple), twice that in backward: the ranks share a
+    few busy cores, where real compute would stretch with the load and hide the schedule's bubble, while a stage's
+    time on a device would not stretch. Micro-batches are a fixed size, so a stage's time per micro-batch does not
+    depend on their number."""
     if schedule_name not in PIPELINE_SCHEDULES:
         raise ValueError(f"schedule_name must be one of {PIPELINE_SCHEDULES}, not {schedule_name!r}")
+    holds = hold_ms if isinstance(hold_ms, tuple) else (hold_ms,) * stages
+    if len(holds) != stages:
+        raise ValueError(f"hold_ms has {len(holds)} values for {stages} stages")
     _run_ranks(
         f"pipeline job {run_id!r} ({schedule_name}, {microbatches} micro-batches) writing to {out_url}", stages,
-        _pipeline_rank, out_url, run_id, schedule_name, microbatches, steps, hold_ms,
+        _pipeline_rank, out_url, run_id, schedule_name, microbatches, steps, holds,
     )
 
 
 def _pipeline_rank(
     rank: int, world_size: int, port: int, out_url: str, run_id: str, schedule_name: str, microbatches: int,
-    steps: int, hold_ms: float,
+    steps: int, holds: tuple[float, ...],
 ) -> None:
     """One stage of :func:`profile_pipeline_job`."""
     with _gloo_process_group(rank, world_size, port):
         torch.manual_seed(rank)
         stage_module = nn.Sequential(
             nn.Linear(_STAGE_IO, _STAGE_HIDDEN), nn.ReLU(), nn.Linear(_STAGE_HIDDEN, _STAGE_IO),
-            _Hold(hold_ms / 1000),
+            _Hold(holds[rank] / 1000),
         )
         stage = PipelineStage(stage_module, rank, world_size, torch.device("cpu"))
         schedule_class = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule_name]
