@@ -2,7 +2,8 @@
 -- torch's `Optimizer.step#<class>.step` range (torch.optim's profiling hook wraps the step and its hooks),
 -- 'backward' for autograd's `autograd::engine::evaluate_function: ...` ranges, for torch.distributed.pipelining's
 -- `Backward N` ranges (GPipe), and for the whole span of a thread that runs autograd only (evaluate_function ranges
--- and no ProfilerStep#: the autograd engine's device threads, whose work between two functions is backward too).
+-- and no ProfilerStep#: the autograd engine's device threads, whose work between two functions is backward too),
+-- from its first cpu_op to its last.
 -- A point of a thread is in the optimizer when an optimizer range holds it, else in backward when a backward range
 -- holds it, else in forward. Read by int_comm_instances (the phase a collective was issued in) and step_mfu (forward
 -- work run again under backward).
@@ -30,10 +31,10 @@ autograd_threads as (
 ),
 
 autograd_thread_spans as (
-    select host.trace_id, host.tid, min(host.ts_ns) as ts_ns, max(host.end_ns) as end_ns, 'backward' as phase
-    from int_host_ranges as host
+    select ops.trace_id, ops.tid, min(ops.ts_ns) as ts_ns, max(ops.end_ns) as end_ns, 'backward' as phase
+    from cpu_ops as ops
     semi join autograd_threads using (trace_id, tid)
-    group by host.trace_id, host.tid
+    group by ops.trace_id, ops.tid
 )
 
 select * from ranges
