@@ -145,7 +145,8 @@ def test_mfu_against_each_gpus_dense_peak(mfu, index: int) -> None:
     (row,) = rows[f"gpu{index}"].values()
     flops = 2 * 4096**3
     achieved = flops / 1_000_000 / 1000  # FLOPs per ns of the 1000 µs step, in TFLOP/s
-    assert (row["model_flops"], row["step_ns"], row["dtype"]) == (flops, 1_000_000, "fp16" if "Half" in dtype else "bf16")
+    expected_dtype = "fp16" if "Half" in dtype else "bf16"
+    assert (row["model_flops"], row["step_ns"], row["dtype"]) == (flops, 1_000_000, expected_dtype)
     assert row["achieved_tflops_per_s"] == pytest.approx(achieved)
     if peak is None:
         assert row["peak_tflops_per_s"] is None and row["mfu_ratio"] is None, name
