@@ -304,20 +304,6 @@ per_shape as (
     group by all
 ),
 
-trace_gpus as (
-    select trace_id, min(device_name) as device_name
-    from devices
-    where device >= 0
-    group by all
-),
-
-trace_peaks as (
-    select trace_gpus.trace_id, trace_gpus.device_name, peaks.*
-    from trace_gpus
-    join int_gpu_peaks as peaks on regexp_matches(trace_gpus.device_name, peaks.name_pattern, 'i')
-    qualify row_number() over (partition by trace_gpus.trace_id order by peaks.priority) = 1
-),
-
 rated as (
     select
         per_shape.*,
@@ -333,7 +319,7 @@ rated as (
         if(per_shape.total_device_ns > 0, per_shape.bytes / per_shape.total_device_ns / 1000, null) as tb_per_s,
         if(per_shape.bytes > 0, per_shape.flops / per_shape.bytes, null) as arithmetic_intensity
     from per_shape
-    left join trace_peaks using (trace_id)
+    left join int_trace_peaks as trace_peaks using (trace_id)
 )
 
 select

@@ -14,10 +14,12 @@
 -- from the diagnosis tables: a straggler rank (stragglers.is_straggler), warmup steps inside the window
 -- (step_health.is_warmup), a dead window (the steps' first-op gaps over 10 % of their time) and launch-bound steps
 -- (half or more of the steps that launch device work have a mean launch-to-start delay under 20 µs: the device
--- queue runs empty and waits for the host).
+-- queue runs empty and waits for the host), a process group whose exposed communication is over 10 % of the step
+-- time (comm_by_group; the group exposing most), a pipeline stage idling over 10 points of the step more than its
+-- schedule's ideal bubble (pipeline_stages).
 -- grain: run_id, trace_id, rule
 -- source: torch-tb-profiler 0.4.3 profiler/data.py (RunProfileData.analyze, _analyze_distributed_metrics,
--- _analyze_gpu_metrics), tensor_cores_parser.py, tensor_core.py; stragglers, step_health
+-- _analyze_gpu_metrics), tensor_cores_parser.py, tensor_core.py; stragglers, step_health, comm_by_group, pipeline_stages
 with
 
 trace_ranks as (
@@ -284,6 +286,78 @@ launch_bound_rule as (
     where launch_bound_ratio >= 0.5
 ),
 
+-- A process group whose communication, not hidden under computation, is a large share of the steps (comm_by_group):
+-- the group exposing the most on each trace, with the phase where it exposes the most.
+group_phase_exposure as (
+    select
+        int_steps.run_id, int_steps.trace_id, any_value(int_steps.rank) as rank, comm.process_group, comm.phase,
+        any_value(comm.group_desc) as group_desc, any_value(comm.group_ranks) as group_ranks,
+        sum(comm.exposed_ns) as exposed_ns
+    from comm_by_group as comm
+    join int_steps
+        on int_steps.run_id = comm.run_id
+        and int_steps.rank = comm.rank
+        and int_steps.step = comm.step
+    group by int_steps.run_id, int_steps.trace_id, comm.process_group, comm.phase
+),
+
+group_exposure as (
+    select
+        exposure.run_id, exposure.trace_id, any_value(exposure.rank) as rank, exposure.process_group,
+        any_value(exposure.group_desc) as group_desc, any_value(exposure.group_ranks) as group_ranks,
+        sum(exposure.exposed_ns) / any_value(steps_time.total_ns) as exposed_ratio,
+        arg_max(exposure.phase, exposure.exposed_ns) as worst_phase
+    from group_phase_exposure as exposure
+    join (
+        select trace_id, sum(end_ns - start_ns) as total_ns from int_steps group by trace_id
+    ) as steps_time using (trace_id)
+    group by exposure.run_id, exposure.trace_id, exposure.process_group
+),
+
+exposed_group_rule as (
+    select
+        run_id, trace_id, rank, 'exposed_group_communication', 'exposed_step_ratio', exposed_ratio, 0.1, 'warning',
+        'tracelake',
+        format('{:.1f}% of the step time is communication of {} not hidden under computation, most of it in {}: '
+            || 'overlap it with computation by issuing it earlier and asynchronously (DDP/FSDP bucketing and '
+            || 'prefetch, async tensor parallelism) or send less (larger buckets, lower precision).',
+            exposed_ratio * 100,
+            coalesce(format('process group {} ({}, ranks {})', process_group, group_desc, group_ranks::varchar),
+                'a process group the trace does not name'),
+            worst_phase)
+    from group_exposure
+    where exposed_ratio > 0.1
+    qualify row_number() over (partition by run_id, trace_id order by exposed_ratio desc, process_group) = 1
+),
+
+-- A pipeline stage whose bubble exceeds its schedule's ideal by more than 10 points of the step (pipeline_stages).
+stage_bubbles as (
+    select
+        int_steps.run_id, int_steps.trace_id, any_value(int_steps.rank) as rank, any_value(stages.stage) as stage,
+        avg(stages.bubble_ratio) as bubble_ratio, avg(stages.ideal_bubble_ratio) as ideal_bubble_ratio,
+        sum(stages.wait_ns) / sum(stages.step_ns) as wait_ratio,
+        any_value(stages.stages) as stages, any_value(stages.microbatches) as microbatches
+    from pipeline_stages as stages
+    join int_steps
+        on int_steps.run_id = stages.run_id
+        and int_steps.rank = stages.rank
+        and int_steps.step = stages.step
+    where stages.ideal_bubble_ratio is not null
+    group by int_steps.run_id, int_steps.trace_id
+),
+
+pipeline_bubble_rule as (
+    select
+        run_id, trace_id, rank, 'pipeline_bubble', 'bubble_ratio', bubble_ratio, ideal_bubble_ratio + 0.1,
+        'warning', 'tracelake',
+        format('Pipeline stage {} idles {:.1f}% of its step where the {}-stage schedule with {} micro-batches idles '
+            || '{:.1f}%; {:.1f}% of the step waits for a neighbouring stage: balance the stages'' work, use more '
+            || 'micro-batches or an interleaved schedule.',
+            stage, bubble_ratio * 100, stages, microbatches, ideal_bubble_ratio * 100, wait_ratio * 100)
+    from stage_bubbles
+    where bubble_ratio > ideal_bubble_ratio + 0.1
+),
+
 fired as (
     select * from dataloader_rule
     union all select * from communication_rule
@@ -296,6 +370,8 @@ fired as (
     union all select * from warmup_rule
     union all select * from dead_window_rule
     union all select * from launch_bound_rule
+    union all select * from exposed_group_rule
+    union all select * from pipeline_bubble_rule
 )
 
 select
