@@ -15,7 +15,11 @@ from pipelines.identity import TraceFile, trace_id_for
 from pipelines.parse import ParseSettings, parse_trace
 from pipelines.storage import filesystem
 from tracelake.workloads import (
-    CPU_RUN_ID, GLOO_RUN_ID, PARALLEL_GROUPS_RUN_ID, profile_parallel_groups_job, profile_pipeline_job,
+    CPU_RUN_ID,
+    GLOO_RUN_ID,
+    PARALLEL_GROUPS_RUN_ID,
+    profile_parallel_groups_job,
+    profile_pipeline_job,
 )
 
 ACTIVE_STEPS = [2, 3, 4]  # schedule(wait=1, warmup=1, active=3) over 6 steps
