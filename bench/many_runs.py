@@ -80,7 +80,9 @@ def _copy_select(
 
 def _attach_template(con: duckdb.DuckDBPyConnection, template: Lake) -> list[str]:
     """Attach the template lake as ``template``; returns its ``layer.table`` names."""
-    con.execute(f"attach {sql_path('ducklake:' + template.catalog.target)} as template (read_only)")
+    # Its own folder: a catalog inside its lake records the data path relative to itself.
+    con.execute(f"attach {sql_path('ducklake:' + template.catalog.target)} as template "
+                f"(read_only, data_path {sql_path(template.data_path)}, override_data_path true)")
     return sorted(lake_tables(con, "template"))
 
 
