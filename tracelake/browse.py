@@ -1,9 +1,14 @@
-"""``tracelake runs`` and ``tracelake tables``: what a lake holds and what its tables mean."""
+"""``tracelake runs``, ``tables`` and ``files``: what a lake holds, what its tables mean, and which files hold them."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+import duckdb
+
+from pipelines.lake.lake import Lake, LakeError
+from pipelines.lake.read import table_files
 from tracelake.output import print_table, write_result
 from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
 from transforms.units import unit_of
@@ -21,7 +26,13 @@ def list_runs(
     """Print the lake's runs (id, traces, ranks, device, when); returns the exit code."""
     from tracelake.query import run_query
 
-    columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
+    try:
+        columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
+    except duckdb.CatalogException as exc:  # a catalog whose first ingest never committed (it failed, was killed)
+        if "name runs does not exist" not in str(exc):
+            raise
+        raise LakeError(f"the lake {lake_url} holds no run yet: no ingest has committed to it. Run "
+                        f"tracelake ingest SOURCE --lake {lake_url}") from exc
     write_result(columns, rows, fmt)
     return 0
 
@@ -83,4 +94,24 @@ def show_tables(
     columns = in_lake.get(table) or list(dict.fromkeys(["run_id", *(doc.grain if doc else ()), "rank",
                                                         *(doc.columns if doc else {})]))
     _describe(doc, table, columns, fmt, lake=table in in_lake)
+    return 0
+
+
+def list_files(
+    table: str | None, lake_url: str, *, options: dict[str, Any] | None = None, catalog: str | None = None
+) -> int:
+    """Print the data files of ``table`` (default: every table) in the lake's current snapshot, one per line, from
+    the catalog; returns the exit code. Reading exactly these gives the catalog's rows: the folders may also hold
+    files of a commit in progress, or of an ingest killed before its commit (removed with the run's next ingest, or
+    by ``tracelake maintain`` once they are a day old)."""
+    with Lake(lake_url, options, catalog).connect(read_only=True) as con:
+        con.execute("set enable_progress_bar = false")  # stdout holds the list
+        files = table_files(con)
+    if table is not None and table not in files:
+        known = ", ".join(sorted(files)) or "none yet"
+        print(f"tracelake files: the lake {lake_url} has no table {table!r}; its tables: {known}", file=sys.stderr)
+        return 2
+    for name in [table] if table else sorted(files):
+        for path in files[name]:
+            print(path)
     return 0
