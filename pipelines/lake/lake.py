@@ -228,7 +228,10 @@ class Lake:
 
     def _refuse_new_catalog(self, state: str) -> None:
         """Raise :class:`LakeError` when the data folders hold files that a catalog in ``state`` (missing, empty,
-        just created) cannot know: a new lake over them would lose them to its first maintenance."""
+        just created) cannot know: a new lake over them would lose them to its first maintenance. A tracelake 0.1
+        lake is the exception: its manifests name its files, and ``tracelake migrate`` makes its catalog from them."""
+        if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)):
+            return
         files = self.data_files()
         if files:
             raise LakeError(
@@ -336,7 +339,7 @@ class Lake:
         # First writers of a new server catalog race to create its tables and schemas: the loser attaches again
         # and finds them made.
         try:
-            with self._creating(not read_only), self.waiting():
+            with self.writer_turn() if not read_only else contextlib.nullcontext(), self._waiting():
                 for attempt in retrying(ATTACH_ATTEMPTS, retry_on=_racing_creation, pause=lambda n: 0.1 * n):
                     with attempt:
                         self._attach_once(con, attach, read_only)
@@ -350,7 +353,7 @@ class Lake:
 
     def _attach_once(self, con: duckdb.DuckDBPyConnection, attach: str, read_only: bool) -> None:
         """Attach, and for a writer make the catalog's schemas, indexes and records. A catalog another process
-        holds locked past SQLite's busy wait is waited for as long as it takes (:meth:`waiting` says so)."""
+        holds locked past SQLite's busy wait is waited for as long as it takes (:meth:`_waiting` says so)."""
         while True:
             try:
                 con.execute(attach)
@@ -389,12 +392,12 @@ class Lake:
             )
         return exc
 
-    def waiting(self, what: str = "the catalog") -> contextlib.AbstractContextManager[None]:
-        """Around work that may wait for another process's lock on the catalog (a commit): after a couple of
-        seconds, say on stderr which process holds it (:func:`pipelines.lake.locks.wait_notice`; file catalogs)."""
+    def _waiting(self) -> contextlib.AbstractContextManager[None]:
+        """:func:`pipelines.lake.locks.wait_notice` for SQLite's locks on a file catalog (readers of a catalog still
+        in the rollback journal wait for a writer's commit)."""
         path = self.catalog.path
         files = [] if path is None else [path, path.with_name(path.name + "-shm")]
-        return wait_notice(f"{what} {self.catalog.describe()}", files)
+        return wait_notice(f"the catalog {self.catalog.describe()}", files)
 
     def _keep_records(self, con: duckdb.DuckDBPyConnection) -> None:
         """A writer's first look at the catalog: a catalog DuckLake has just made (snapshot 0 only) must not start a
@@ -441,12 +444,18 @@ class Lake:
                 con.execute(f"create index if not exists {name} on {METADATA}.main.{on}")
 
     @contextmanager
-    def _creating(self, create: bool) -> Iterator[None]:
-        """Writers of a file catalog take turns to attach it and create its schemas and indexes: SQLite refuses a
-        second writer of a new catalog's first tables, and two first writers' schemas would conflict. A writer that
-        waits for its turn longer than a moment says for whom."""
+    def writer_turn(self) -> Iterator[None]:
+        """One writer at a time on a file catalog (a lock file beside it), to attach it and to commit; server
+        catalogs wait for their own locks. Readers never wait (WAL).
+
+        SQLite lets one writer commit at a time, and fails the others at once, without its busy wait, when they
+        read before writing (as every DuckLake transaction does); a new catalog's first tables and two first
+        writers' schemas would conflict too. So writers wait for their turn here, as long as it takes, and one that
+        waits longer than a moment says whose turn it is (a hung process shows). Attaching takes a turn of its own:
+        never call :meth:`connect` for writing inside one.
+        """
         path = self.catalog.path
-        if not create or path is None:
+        if path is None:
             yield
             return
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -455,6 +464,6 @@ class Lake:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                with wait_notice(f"the lock {lock_path} on the catalog's creation", [lock_path], always=True):
+                with wait_notice(f"another writer of the catalog (the lock {lock_path})", [lock_path], always=True):
                     fcntl.flock(lock, fcntl.LOCK_EX)
             yield

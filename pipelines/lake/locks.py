@@ -1,7 +1,7 @@
 """Who holds a lock on a lake's catalog, and a line saying so while a command waits for it.
 
-A local catalog is guarded by two kinds of lock: the ``flock`` writers take to create a catalog's tables in turn
-(:meth:`pipelines.lake.lake.Lake._creating`), and SQLite's own byte-range locks (on the catalog in a rollback
+A local catalog is guarded by two kinds of lock: the ``flock`` writers take turns with
+(:meth:`pipelines.lake.lake.Lake.writer_turn`), and SQLite's own byte-range locks (on the catalog in a rollback
 journal, on its ``-shm`` file in WAL mode). A process that hangs holding one makes the others wait; Linux lists
 every such lock with its owner in ``/proc/locks``, which names the process here. Elsewhere nobody is named.
 """
@@ -40,13 +40,19 @@ def _write_lockers(inodes: set[int]) -> set[int]:
 
 
 def _command(pid: int) -> str:
-    """The command line of process ``pid``, shortened, or "" when it cannot be read."""
+    """Process ``pid`` for people: its command line, shortened (a worker process by its parent's), or "process N"."""
     try:
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return ""
-    text = " ".join(word.decode(errors="replace") for word in words if word)
-    return text if len(text) <= 100 else text[:97] + "..."
+        return f"process {pid}"
+    text = " ".join(" ".join(word.decode(errors="replace").split()) for word in words if word)
+    if "multiprocessing" in text:  # a pool's worker: its command line is the pool's machinery, its parent's says
+        try:
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return f"process {pid}"
+        return f"process {pid}, a worker of {_command(parent)}"
+    return f"process {pid} ({text if len(text) <= 100 else text[:97] + '...'})"
 
 
 def lock_holders(paths: Iterable[Path]) -> str:
@@ -57,25 +63,24 @@ def lock_holders(paths: Iterable[Path]) -> str:
             inodes.add(path.stat().st_ino)
         except OSError:
             continue
-    pids = sorted(_write_lockers(inodes)) if inodes else []
-    return ", ".join(f"process {pid} ({_command(pid)})" if _command(pid) else f"process {pid}" for pid in pids)
+    return ", ".join(_command(pid) for pid in sorted(_write_lockers(inodes))) if inodes else ""
 
 
 @contextmanager
 def wait_notice(what: str, paths: list[Path], *, always: bool = False) -> Iterator[None]:
     """Say on stderr what the block waits for when it lasts longer than :data:`NOTICE_AFTER_S`: ``what``, held by
-    whom (:func:`lock_holders` of ``paths``), again each time the holder changes. Without ``always``, only a wait
-    on a lock that another process is seen to hold is said (a slow block that holds nothing up stays quiet)."""
+    whom (:func:`lock_holders` of ``paths``), once for each holder seen. Without ``always``, only a wait on a lock
+    that another process is seen to hold is said (a slow block that holds nothing up stays quiet)."""
     done = threading.Event()
 
     def watch() -> None:
-        said = None
+        said: set[str] = set()
         while not done.wait(NOTICE_AFTER_S):
             holders = lock_holders(paths)
-            if (holders or always) and holders != said:
+            if (holders or (always and not said)) and holders not in said:
                 held = f", held by {holders}" if holders else ""
                 print(f"tracelake: waiting for {what}{held}", file=sys.stderr, flush=True)
-                said = holders
+                said.add(holders)
 
     watcher = threading.Thread(target=watch, name="lock-wait-notice", daemon=True)
     watcher.start()

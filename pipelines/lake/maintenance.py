@@ -71,7 +71,7 @@ def maintain(lake: Lake, *, retention: str = "0 seconds", leftover_age: str = LE
     """Merge small files, expire versions older than ``retention`` and delete their files, then delete data files
     and staged versions that no commit names and that are older than ``leftover_age`` (killed ingests), but never a
     file older than the catalog."""
-    with lake.connect() as con:
+    with lake.connect() as con, lake.writer_turn():
         merged = con.execute(f"call ducklake_merge_adjacent_files('{ALIAS}')").fetchall()
         expire_old_versions(con, retention)
         cutoff = con.execute("select now() - $age::interval", {"age": leftover_age}).fetchone()[0]

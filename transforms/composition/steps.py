@@ -186,7 +186,7 @@ def commit_run(
     if built.failure:
         info["analysis_failed"] = built.failure
     try:
-        with lake.connect() as con, lake.waiting():
+        with lake.connect() as con, lake.writer_turn():
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
             expire_old_versions(con, retention or RETENTION.text())
