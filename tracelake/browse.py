@@ -105,7 +105,6 @@ def list_files(
     files of a commit in progress, or of an ingest killed before its commit (removed with the run's next ingest, or
     by ``tracelake maintain`` once they are a day old)."""
     with Lake(lake_url, options, catalog).connect(read_only=True) as con:
-        con.execute("set enable_progress_bar = false")  # stdout holds the list
         files = table_files(con)
     if table is not None and table not in files:
         known = ", ".join(sorted(files)) or "none yet"

@@ -214,17 +214,15 @@ class Lake:
         path = self.catalog.path
         return self.local and path is not None and Path(self.root) in path.parents
 
-    def data_files(self, limit: int = 1) -> list[str]:
-        """Up to ``limit`` Parquet files in the lake's data folders (``raw/``, ``marts/``), relative to the lake,
-        found without listing them all."""
-        found: list[str] = []
+    def first_data_file(self) -> str | None:
+        """A Parquet file in the lake's data folders (``raw/``, ``marts/``), relative to the lake, if there is one
+        (found without listing them all)."""
         for layer in LAYERS:
             for folder, _, names in self.fs.walk(posixpath.join(self.root, layer)):
-                found += [posixpath.relpath(posixpath.join(folder, name), self.root)
-                          for name in names if name.endswith(".parquet")]
-                if len(found) >= limit:
-                    return found[:limit]
-        return found
+                for name in names:
+                    if name.endswith(".parquet"):
+                        return posixpath.relpath(posixpath.join(folder, name), self.root)
+        return None
 
     def _refuse_new_catalog(self, state: str) -> None:
         """Raise :class:`LakeError` when the data folders hold files that a catalog in ``state`` (missing, empty,
@@ -232,10 +230,10 @@ class Lake:
         lake is the exception: its manifests name its files, and ``tracelake migrate`` makes its catalog from them."""
         if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)):
             return
-        files = self.data_files()
-        if files:
+        found = self.first_data_file()
+        if found:
             raise LakeError(
-                f"the lake {self.url} holds data files ({files[0]}, ...) but its catalog {self.catalog.describe()} "
+                f"the lake {self.url} holds data files ({found}, ...) but its catalog {self.catalog.describe()} "
                 f"is {state}: tracelake will not start a new lake over them. Restore the catalog from a backup, or "
                 "move raw/ and marts/ away to start a new lake there"
             )
@@ -307,7 +305,10 @@ class Lake:
         config: dict[str, Any] = {"threads": threads} if threads else {}
         if memory_limit:
             config["memory_limit"] = memory_limit
+
         con = extension_connection(extensions + (() if self.local else ("httpfs",)), config, for_users=for_users)
+        if not for_users:  # DuckDB draws it on stdout for a statement past 2 s: amid a command's output (an attach
+            con.execute("set enable_progress_bar = false")  # waiting for a lock, a long catalog read)
         if not self.local:
             con.execute(f"set http_timeout = {http_timeout_s()}")  # an endpoint that never answers fails, not hangs
             con.execute("set http_retries = 1")
