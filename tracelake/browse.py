@@ -5,10 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import duckdb
-
 from pipelines.lake.lake import Lake, LakeError
-from pipelines.lake.read import table_files
+from pipelines.lake.read import table_files, table_names
 from tracelake.output import print_table, write_result
 from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
 from transforms.units import unit_of
@@ -26,13 +24,12 @@ def list_runs(
     """Print the lake's runs (id, traces, ranks, device, when); returns the exit code."""
     from tracelake.query import run_query
 
-    try:
-        columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
-    except duckdb.CatalogException as exc:  # a catalog whose first ingest never committed (it failed, was killed)
-        if "name runs does not exist" not in str(exc):
-            raise
+    with Lake(lake_url, options, catalog).connect(read_only=True) as con:
+        committed = "runs" in table_names(con)
+    if not committed:  # a catalog whose first ingest never committed (it failed, or was killed)
         raise LakeError(f"the lake {lake_url} holds no run yet: no ingest has committed to it. Run "
-                        f"tracelake ingest SOURCE --lake {lake_url}") from exc
+                        f"tracelake ingest SOURCE --lake {lake_url}")
+    columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
     write_result(columns, rows, fmt)
     return 0
 

@@ -125,10 +125,12 @@ def run_partition(run_id: str) -> str:
 
 
 def _racing_creation(exc: BaseException) -> bool:
+    """First writers of a server catalog racing to make it (its tables, schemas, options and records)."""
     if not isinstance(exc, duckdb.Error):
         return False
     message = str(exc).lower()
-    return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict"))
+    return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict",
+                                            "could not serialize"))
 
 
 def _locked(exc: BaseException) -> bool:
