@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 import duckdb
 import orjson
 
-from pipelines.lake.commit import expire_old_versions
-from pipelines.lake.lake import ALIAS, CREATED_KEY, LAYERS, Lake, query_catalog, run_partition
+from pipelines.lake.commit import expire_old_versions, lake_tables
+from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
 from pipelines.staging.area import STAGING
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def _remove_run_leftovers(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: st
     (data_path,) = con.execute(f"select data_path from ducklake_settings('{ALIAS}')").fetchone()
     named = {row[0] for row in query_catalog(con, _RUN_NAMED, run=run_id, data_path=data_path,
                                              folder=f"%/{run_partition(run_id)}/%")}
-    tables = [name.split(".") for name in _layer_tables(con)]
+    tables = [name.split(".") for name in lake_tables(con)]
     with ThreadPoolExecutor(1 if lake.local else 8) as pool:
         listed = [path for paths in pool.map(lambda t: _files_in(lake, lake.run_folder(*t, run_id)), tables)
                   for path in paths]
@@ -194,15 +194,6 @@ def _remove_run_leftovers(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: st
     leftovers, _ = _provable_leftovers(lake, con, unnamed, cutoff)
     _remove(lake, leftovers)
     return len(leftovers)
-
-
-def _layer_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """``layer.table`` of every table in the lake's layers."""
-    return [row[0] for row in con.execute(
-        "select schema_name || '.' || table_name from duckdb_tables() "
-        "where database_name = $alias and list_contains($layers, schema_name)",
-        {"alias": ALIAS, "layers": list(LAYERS)},
-    ).fetchall()]
 
 
 def _files_in(lake: Lake, folder: str) -> list[str]:
