@@ -44,10 +44,13 @@ def compare_runs(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> pl.D
         ValueError: when either run is not in the lake.
     """
     views = table_names(con)
-    known = {row[0] for row in con.execute("select run_id from traces").fetchall()} if "traces" in views else set()
-    missing = [r for r in (run_a, run_b) if r not in known]
+    pair = [run_a, run_b]
+    # Only the two runs' rows: a filter on run_id prunes every other run's files.
+    known = {row[0] for row in con.execute("select distinct run_id from traces where run_id in ($a, $b)",
+                                           {"a": run_a, "b": run_b}).fetchall()} if "traces" in views else set()
+    missing = [r for r in pair if r not in known]
     if missing:
-        raise ValueError(f"run(s) {', '.join(map(repr, missing))} not in the lake; known runs: {', '.join(sorted(known))}")
+        raise ValueError(f"run(s) {', '.join(map(repr, missing))} not in the lake (tracelake runs lists the runs)")
     parts = [
         f"select '{kind}' as kind, name, run_id, dur_ns from ({sql})"
         for kind, (view, sql) in ITEM_SOURCES.items()
