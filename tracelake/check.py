@@ -12,8 +12,8 @@ import polars as pl
 
 from pipelines.lake.read import open_lake
 from tracelake.output import print_table
-from transforms.regressions import DEFAULT_MAX_REGRESSION, RunCheck, RunNotChecked, check_run, format_change
-from transforms.units import format_ratio, format_value
+from transforms.regressions import DEFAULT_MAX_REGRESSION, RunCheck, RunNotChecked, check_run
+from transforms.units import format_change, format_ratio, format_value
 
 PASSED, REGRESSED, NOT_CHECKED = 0, 1, 2
 

@@ -21,6 +21,7 @@ from pipelines.lake.fleet_views import read_current_fleet_views
 from pipelines.lake.lake import ALIAS
 from pipelines.rows import sql_path
 from transforms.compare import compare_runs
+from transforms.units import format_change
 
 DEFAULT_MAX_REGRESSION = 0.05
 BEHIND_KINDS = ("kernel", "op", "collective")  # what a slower step is made of, from run_comparison
@@ -66,11 +67,6 @@ class RunCheck:
         worst = ", ".join(f"{row['metric']} ({format_change(row['change_ratio'])}, noise "
                           f"±{100 * row['noise_ratio']:.1f} %)" for row in self.regressions)
         return f"FAILED: {self.run_id} regressed against {self.baseline_run_id} on {worst}"
-
-
-def format_change(ratio: float | None) -> str:
-    """A change ratio for people: ``+27.4 %``, ``—`` for none."""
-    return "—" if ratio is None else f"{100 * ratio:+.1f} %".replace("-0.0 %", "+0.0 %")
 
 
 def job_range(job: str) -> tuple[str, str]:
