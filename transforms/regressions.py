@@ -3,9 +3,10 @@ run's job alone, and what got slower behind them (``run_comparison``).
 
 ``tracelake check`` prints it and Dagster's ``no_regression`` check of ``marts/run_metrics`` reports it; both call
 :func:`check_run`, which sets the view's DuckDB variables (threshold, pinned baseline) and reads the view itself, so
-the gate and the fleet view never disagree. Only the job's rows are read: ``run_metrics`` is scoped to the range of
-run_ids the job's runs share (``JOB`` and ``JOB.*``), a filter DuckLake prunes other runs' files by, and the view
-reads it in the table's place.
+the gate and the fleet view never disagree. Only the job's rows are read: the run's job from its own file (one
+indexed catalog query), the job's ``run_metrics`` rows once, filtered on the range of run_ids its runs share (``JOB``
+and ``JOB.*``, a filter DuckLake prunes every other run's file by) into a temporary table that the view reads in the
+table's place, and the comparison from the two runs' own files.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import polars as pl
 
 from pipelines.lake.fleet_views import read_current_fleet_views
 from pipelines.lake.lake import ALIAS
+from pipelines.lake.run_scope import scope_to_run
 from pipelines.rows import sql_path
 from transforms.compare import compare_runs
 from transforms.units import format_change
@@ -75,29 +77,30 @@ def job_range(job: str) -> tuple[str, str]:
     return job, job + "/"  # '/' is the character after '.', and never in a run_id
 
 
-def _one_value(con: duckdb.DuckDBPyConnection, sql: str, **params: Any) -> Any:
-    row = con.execute(sql, params).fetchone()
-    return row[0] if row else None
-
-
 def _job_of(con: duckdb.DuckDBPyConnection, run_id: str, role: str) -> str:
-    job = _one_value(con, f"select any_value(job) from {_METRICS_TABLE} where run_id = $run", run=run_id)
-    if job is not None:
-        return job
-    in_lake = _one_value(con, f"select count(*) from {ALIAS}.raw.traces where run_id = $run", run=run_id)
-    if in_lake:
+    """The job of ``run_id``, from its own run_metrics file (found by one indexed catalog query)."""
+    try:
+        scope_to_run(con, run_id, ["run_metrics"])
+    except LookupError:
+        raise RunNotChecked(f"{role} {run_id!r} is not in the lake (tracelake runs lists the runs)") from None
+    try:
+        row = con.execute("select any_value(job) from run_metrics").fetchone()
+    except duckdb.CatalogException:  # no run_metrics table: every run was ingested before it existed
+        row = None
+    if row is None or row[0] is None:
         raise RunNotChecked(f"{role} {run_id!r} has no run_metrics rows (its analysis failed, or it was ingested "
                             "before run_metrics existed: ingest it again)")
-    raise RunNotChecked(f"{role} {run_id!r} is not in the lake (tracelake runs lists the runs)")
+    return row[0]
 
 
 def scope_to_job(con: duckdb.DuckDBPyConnection, job: str, also: str | None = None) -> None:
     """Make ``run_metrics`` on ``con`` hold only ``job``'s runs (and run ``also``, a pinned baseline of another job),
-    so that ``run_regressions`` reads nothing else."""
-    low, high, this = (sql_path(text) for text in (*job_range(job), job))  # a view holds literals, not parameters
+    read once into a temporary table, so that ``run_regressions`` reads nothing else."""
+    low, high, this = (sql_path(text) for text in (*job_range(job), job))
     extra = f" union all select * from {_METRICS_TABLE} where run_id = {sql_path(also)} and job != {this}" if also else ""
-    con.execute("create or replace temp view run_metrics as "
+    con.execute("create or replace temp table job_metrics as "
                 f"select * from {_METRICS_TABLE} where run_id >= {low} and run_id < {high} and job = {this}{extra}")
+    con.execute("create or replace temp view run_metrics as select * from job_metrics")
 
 
 def _behind(con: duckdb.DuckDBPyConnection, baseline: str, run_id: str, top: int) -> pl.DataFrame:
@@ -119,8 +122,9 @@ def check_run(
     top: int = TOP_BEHIND,
 ) -> RunCheck:
     """``run_id``'s headline metrics against ``baseline`` (default: its job's previous run) on ``con``, a reading
-    connection (:func:`pipelines.lake.read.open_lake`), with what got slower behind them. ``metrics`` limits the
-    verdict to those metrics; ``max_regression`` is the threshold, a ratio. Leaves ``con`` scoped to the job.
+    connection (:func:`pipelines.lake.read.open_lake`), with what got slower behind them (the ``top`` largest of each
+    kind; 0: not looked up). ``metrics`` limits the verdict to those metrics; ``max_regression`` is the threshold, a
+    ratio. Leaves ``con`` scoped to the job.
 
     Raises:
         RunNotChecked: the run or the baseline is not in the lake or has no headline metrics, or a metric named in
@@ -150,5 +154,5 @@ def check_run(
 
     rows.sort(key=lambda row: (-worse(row), row["metric"]))
     chosen = rows[0]["baseline_run_id"] if rows else baseline
-    behind = _behind(con, chosen, run_id, top) if chosen else pl.DataFrame()
+    behind = _behind(con, chosen, run_id, top) if chosen and top else pl.DataFrame()
     return RunCheck(run_id, job, chosen, baseline is not None, max_regression, rows, behind)

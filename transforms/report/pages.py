@@ -448,6 +448,7 @@ TABLE_METRICS = ("step_ns", "gpu_utilization_ratio", "exposed_communication_ns",
 """The run_metrics shown as the fleet view's table columns, in this order; every metric a job has gets a trend panel."""
 _TITLES = {"step_ns": "step time", "gpu_utilization_ratio": "GPU utilization",
            "exposed_communication_ns": "exposed communication", "peak_memory_bytes": "peak memory"}
+SHORT_ID = 24  # a run id up to this long stays on one line; a longer one wraps after . - _ (or every 24 characters)
 _BREAK_AFTER = re.compile(r"([._-])")
 _LONG_PART = re.compile(r"[^._-]{24}")
 
@@ -491,9 +492,6 @@ def fleet_runs(t: _Tables) -> list[FleetRun]:
                                                       row["baseline_run_id"], {}))
         run.metrics[row["metric"]] = row
     return list(runs.values())
-
-
-SHORT_ID = 24  # a run id up to this long stays on one line
 
 
 def _run_id_html(run_id: str) -> str:
