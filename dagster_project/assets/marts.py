@@ -1,5 +1,7 @@
 """One asset per SQL mart, downstream of the raw tables (and marts) its SQL reads."""
 
+from typing import Any
+
 import dagster as dg
 
 from dagster_project.assets.raw import version_of
@@ -87,8 +89,10 @@ def _regression_check(handle: Lake, run_id: str) -> dg.AssetCheckResult:
         except RunNotChecked as exc:  # no headline metric to judge (no steps, no kernels, no memory events)
             return dg.AssetCheckResult(asset_key=REGRESSION_CHECK.asset_key, check_name=REGRESSION_CHECK.name,
                                        passed=True, description=f"not checked: {exc}")
-    metadata = {"baseline": check.baseline_run_id or "none (the job's first run)",
-                "regressed_metrics": ", ".join(row["metric"] for row in check.regressions) or "none",
-                "changes": dg.MetadataValue.json({row["metric"]: row["change_ratio"] for row in check.metrics})}
+    metadata: dict[str, Any] = {
+        "baseline": check.baseline_run_id or "none (the job's first run)",
+        "regressed_metrics": ", ".join(row["metric"] for row in check.regressions) or "none",
+        "changes": dg.MetadataValue.json({row["metric"]: row["change_ratio"] for row in check.metrics}),
+    }
     return dg.AssetCheckResult(asset_key=REGRESSION_CHECK.asset_key, check_name=REGRESSION_CHECK.name,
                                passed=check.passed, metadata=metadata, description=check.summary())

@@ -47,7 +47,7 @@ def changed_views(con: duckdb.DuckDBPyConnection, alias: str, views: dict[str, s
     texts = [views[name] for name in names] + [stored[name] for name in names]
     printed = [row[0] for row in con.execute("select json_deserialize_sql(json_serialize_sql(unnest($texts)))",
                                              {"texts": texts}).fetchall()] if names else []
-    same = {name for name, new, old in zip(names, printed, printed[len(names):]) if new == old}
+    same = {name for name, new, old in zip(names, printed[:len(names)], printed[len(names):], strict=True) if new == old}
     return {name: sql for name, sql in views.items() if name not in same}
 
 

@@ -45,7 +45,7 @@ def warp(trace: dict[str, Any], factors: Sequence[float]) -> dict[str, Any]:
     assert len(factors) == len(steps), (factors, steps)
 
     def moved(t: float) -> float:
-        return t + sum((f - 1) * min(max(t - start, 0.0), end - start) for (start, end), f in zip(steps, factors))
+        return t + sum((f - 1) * min(max(t - start, 0.0), end - start) for (start, end), f in zip(steps, factors, strict=True))
 
     for event in trace["traceEvents"]:
         if "ts" not in event:
