@@ -1,19 +1,26 @@
-"""Benchmark: ``tracelake ingest`` of a large trace against HTA 0.5.0's load of it, side by side.
+"""Benchmark: ``tracelake ingest`` against HTA 0.5.0's load of the same trace, and against an earlier commit.
 
-For each size a trace is built once with :mod:`bench.make_trace` (cached under ``bench/out/traces``). Then, in
-alternating rounds, HTA's ``TraceAnalysis(trace_dir=…)`` and ``tracelake ingest`` (raw tables, every analysis
-table, the reports and the Dagster record) each run as a whole command in a process of their own: wall time from
-start to exit (interpreter and imports included), peak RSS of that process and its children. Ours is split where
-its progress lines appear: launch to the last trace parsed (the first trace's parse starts before Dagster's import
-and overlaps it), to the analysis tables committed, and to the exit. Figures are medians over the
-rounds; ``--shared`` also times the ingest of the shared traces (one run per folder), one run at a time and with
-``--jobs 2``, alternating.
+Each command runs whole in a process of its own (interpreter and imports included), in alternating rounds: wall
+time from start to exit, CPU seconds and peak RSS of the process and its children, medians over the rounds.
 
-Ratios are only worth taking on a quiet machine: the bench waits for the 1-minute load average to fall below
-0.5, prints it before and after, measures the CPU that other processes used while it ran (``/proc/stat`` minus its
-own children's), and reports ratios only when both say the machine was quiet.
+- ``--small``: the shared ``nccl_rank0_of_2`` (one 750 KB trace, 40k events) against HTA's load of it, and the
+  tiny two-trace run ``simple_add`` (2 x 25 KB); ours with the Dagster record (the default) and without
+  (``--no-record``).
+- ``--sizes 234MB,…``: traces built once by :mod:`bench.make_trace` (cached under ``bench/out/traces``) against
+  HTA's load.
+- ``--shared``: the ingest of the shared traces (one run per folder), one run at a time and with ``--jobs 2``.
+- ``--baseline REF``: the same ingests by commit REF of this repository (a worktree under ``bench/out``), alternating
+  with ours, for an A/B in one sitting.
 
-    python bench/run.py --sizes 234MB --rounds 3 --shared
+Our ingests run in a venv holding tracelake as a user installs it (:func:`user_python`); HTA in the project's.
+
+Ours is split where its progress lines appear: launch to the last trace parsed, the analysis tables (their own
+progress line), and the rest (the commit, the report, the Dagster record, the fleet view). Ratios are only worth
+taking on a quiet machine: the bench waits for the 1-minute load average to fall below 0.5, prints it before and
+after, measures the CPU that other processes used while it ran (``/proc/stat`` minus its own children's), and
+reports ratios only when both say the machine was quiet.
+
+    python bench/run.py --small --sizes 234MB --shared --baseline 3ec1047 --rounds 3
 """
 
 from __future__ import annotations
@@ -39,13 +46,13 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 sys.path.insert(0, str(ROOT))
 
 from bench.make_trace import DEFAULT_SOURCE  # noqa: E402
-from dagster_project.home import POOLED_EVENT_LOG, QUIET  # noqa: E402
 
 QUIET_LOAD = 0.5  # 1-minute load average below which the machine counts as quiet
 QUIET_OTHERS_CORES = 0.15  # CPU other processes may use, on average, while the bench runs
 HTA_LOAD = "import sys; from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=sys.argv[1])"
 _PARSED = re.compile(r"events in [\d.]+ s")
-_TABLES = re.compile(r"analysis tables in [\d.]+ s")
+_TABLES = re.compile(r"analysis tables in ([\d.]+) s")
+SMALL = {"nccl_rank0_of_2": "one 750 KB trace, 40k events", "simple_add": "two 25 KB traces"}
 
 
 @dataclass
@@ -63,11 +70,12 @@ class Timed:
         return "".join(line for _, line in self.lines)
 
 
-def run_timed(command: list[str], env: dict[str, str] | None = None, ok_codes: tuple[int, ...] = (0,)) -> Timed:
+def run_timed(command: list[str], env: dict[str, str] | None = None, ok_codes: tuple[int, ...] = (0,),
+              cwd: Path = ROOT) -> Timed:
     """Run ``command`` to its end; ``wait4`` gives its own CPU time and peak RSS (children included)."""
     lines: list[tuple[float, str]] = []
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env)
 
     def read() -> None:  # the commands flush each progress line
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -122,32 +130,56 @@ def ensure_trace(size: str, source: Path) -> Path:
 
 
 class Ingest:
-    """``tracelake ingest`` into a fresh lake per round, recording into one Dagster home of the bench's."""
+    """``tracelake ingest`` of one commit (this checkout, or ``checkout`` elsewhere) into a fresh lake per round.
+    Each command has a user's home of its own, where it records into the default Dagster home it makes there, as a
+    user's first ingest would."""
 
-    def __init__(self, scratch: Path) -> None:
-        self.scratch = scratch
-        home = scratch / "dagster_home"
-        home.mkdir()
-        (home / "dagster.yaml").write_text(QUIET + POOLED_EVENT_LOG)  # as the default home's: no telemetry
-        self.env = dict(os.environ, DAGSTER_HOME=str(home))
+    def __init__(self, scratch: Path, name: str, checkout: Path = ROOT, options: tuple[str, ...] = ()) -> None:
+        self.scratch, self.name, self.checkout, self.options = scratch / name, name, checkout, options
+        (self.scratch / "home").mkdir(parents=True)
+        self.env = {key: value for key, value in os.environ.items() if not key.startswith(("DAGSTER_", "TRACELAKE_"))}
+        self.env |= {"HOME": str(self.scratch / "home"), "PYTHONPATH": str(checkout)}
         self.rounds = 0
 
     def __call__(self, source: Path, ok_codes: tuple[int, ...] = (0,), jobs: int = 1) -> Timed:
         self.rounds += 1
         lake = self.scratch / f"lake-{self.rounds}"
-        command = [sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake)]
+        command = [user_python(), "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake), *self.options]
         try:
-            return run_timed(command + (["--jobs", str(jobs)] if jobs > 1 else []), self.env, ok_codes)
+            return run_timed(command + (["--jobs", str(jobs)] if jobs > 1 else []), self.env, ok_codes,
+                             cwd=self.checkout)
         finally:
             shutil.rmtree(lake, ignore_errors=True)
 
 
+def user_python() -> str:
+    """The interpreter of a venv holding tracelake as a user installs it (``pip install tracelake``: its declared
+    dependencies only, made once under ``bench/out``). The project's venv also holds the reference tools and pandas,
+    which DuckDB imports the first time it binds a parameter wherever pandas is installed (0.2-0.3 s, ~50 MB): a
+    cost of the bench's environment, not of tracelake."""
+    venv = OUT / "venv-tracelake"
+    if not (venv / ".installed").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "-e", str(ROOT)], check=True)
+        (venv / ".installed").touch()
+    return str(venv / "bin" / "python")
+
+
+def baseline_checkout(ref: str) -> Path:
+    """A worktree of commit ``ref`` under ``bench/out`` (made once)."""
+    folder = OUT / f"baseline-{ref}"
+    if not folder.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(folder), ref], check=True,
+                       capture_output=True)
+    return folder
+
+
 def breakdown(timed: Timed) -> dict[str, float]:
-    """Our ingest's wall time split where its progress lines appear: to the last trace parsed, to the analysis
-    tables committed, to the exit."""
+    """Our ingest's wall time split where its progress lines appear: to the last trace parsed, the analysis tables'
+    own time (summed over runs), and the rest to the exit."""
     parsed = max(at for at, line in timed.lines if _PARSED.search(line))
-    committed = max(at for at, line in timed.lines if _TABLES.search(line))
-    return {"parsed_s": parsed, "tables_s": committed - parsed, "after_s": timed.wall_s - committed}
+    tables = sum(float(found.group(1)) for _, line in timed.lines if (found := _TABLES.search(line)))
+    return {"parsed_s": parsed, "tables_s": tables, "after_s": timed.wall_s - parsed - tables}
 
 
 def median_of(runs: list[Timed], parts: list[dict[str, float]] | None = None) -> dict[str, Any]:
@@ -160,68 +192,91 @@ def median_of(runs: list[Timed], parts: list[dict[str, float]] | None = None) ->
     return summary
 
 
-def bench_size(size: str, source: Path, rounds: int, ingest: Ingest) -> tuple[dict[str, Any], float]:
-    """Alternating rounds of HTA's load and our ingest of one trace; returns the medians and our CPU seconds."""
-    trace_dir = ensure_trace(size, source)
-    hta: list[Timed] = []
-    ours: list[Timed] = []
+def alternate(rounds: int, commands: dict[str, Any], label: str) -> dict[str, list[Timed]]:
+    """``rounds`` rounds of every command in turn; each round's figures printed as they come."""
+    timed: dict[str, list[Timed]] = {name: [] for name in commands}
     for round_no in range(1, rounds + 1):
-        hta.append(run_timed([sys.executable, "-c", HTA_LOAD, str(trace_dir)]))
-        ours.append(ingest(trace_dir))
-        print(f"  {size} round {round_no}: HTA {hta[-1].wall_s:.2f} s {hta[-1].peak_rss_mb:.0f} MB, "
-              f"tracelake {ours[-1].wall_s:.2f} s {ours[-1].peak_rss_mb:.0f} MB", flush=True)
-    result = {"size": size, "hta": median_of(hta),
-              "tracelake": median_of(ours, [breakdown(r) for r in ours])}
-    return result, sum(t.cpu_s for t in hta + ours)
+        for name, command in commands.items():
+            timed[name].append(command())
+        print(f"  {label} round {round_no}: " + ", ".join(
+            f"{name} {runs[-1].wall_s:.2f} s {runs[-1].cpu_s:.2f} CPU-s {runs[-1].peak_rss_mb:.0f} MB"
+            for name, runs in timed.items()), flush=True)
+    return timed
 
 
-def bench_shared(rounds: int, ingest: Ingest) -> tuple[dict[str, Any], float]:
-    """Our ingest of every shared trace (one run per folder), one run at a time and ``--jobs 2`` alternating."""
-    runs: dict[int, list[Timed]] = {1: [], 2: []}
-    for _ in range(rounds):
-        for jobs, timed in runs.items():
-            timed.append(ingest(SHARED_TRACES, ok_codes=(0, 1), jobs=jobs))  # 1: edge_cases is broken on purpose
-    for jobs, timed in runs.items():
-        print(f"  shared traces, --jobs {jobs}: {', '.join(f'{r.wall_s:.2f} s' for r in timed)}", flush=True)
-    found = re.search(r"in ([\d,]+) runs? under", runs[1][0].stdout)
-    return {"runs": int(found.group(1).replace(",", "")) if found else 0,
-            "tracelake": median_of(runs[1]), "tracelake_jobs_2": median_of(runs[2])}, \
-        sum(r.cpu_s for timed in runs.values() for r in timed)
+def summarize(timed: dict[str, list[Timed]]) -> dict[str, Any]:
+    """Medians per command; ours (any command but HTA's) split where its progress lines appear."""
+    return {name: median_of(runs, None if name == "HTA" else [breakdown(r) for r in runs])
+            for name, runs in timed.items()}
+
+
+def _commands(trace_dir: Path, ingests: list[Ingest], hta: bool, **options: Any) -> dict[str, Any]:
+    commands: dict[str, Any] = {}
+    if hta:
+        commands["HTA"] = lambda: run_timed([sys.executable, "-c", HTA_LOAD, str(trace_dir)])
+    for ingest in ingests:
+        commands[ingest.name] = lambda ingest=ingest: ingest(trace_dir, **options)
+    return commands
+
+
+def cpu_of(timed: dict[str, list[Timed]]) -> float:
+    return sum(t.cpu_s for runs in timed.values() for t in runs)
+
+
+def bench_traces(folders: dict[str, Path], rounds: int, ingests: list[Ingest]) -> tuple[list[dict[str, Any]], float]:
+    """Alternating rounds of HTA's load and each ingest of each trace folder; the medians and the CPU seconds."""
+    rows, cpu = [], 0.0
+    for label, trace_dir in folders.items():
+        timed = alternate(rounds, _commands(trace_dir, ingests, hta=True), label)
+        rows.append({"trace": label, **summarize(timed)})
+        cpu += cpu_of(timed)
+    return rows, cpu
+
+
+def bench_shared(rounds: int, ingests: list[Ingest]) -> tuple[list[dict[str, Any]], float]:
+    """Each ingest of every shared trace (one run per folder), one run at a time and with ``--jobs 2``."""
+    rows, cpu = [], 0.0
+    for jobs in (1, 2):
+        # exit 1 is expected: edge_cases is broken on purpose
+        timed = alternate(rounds, _commands(SHARED_TRACES, ingests, hta=False, ok_codes=(0, 1), jobs=jobs),
+                          f"shared traces --jobs {jobs}")
+        rows.append({"trace": f"shared traces, --jobs {jobs}", **summarize(timed)})
+        cpu += cpu_of(timed)
+    return rows, cpu
 
 
 def render(report: dict[str, Any]) -> str:
-    """The figures as markdown, with ratios only when the machine was quiet."""
+    """The figures as markdown, with ratios against HTA only when the machine was quiet."""
     quiet = report["quiet"]
     lines = [f"`{report['command']}`", "",
              f"load average before {report['load_before']:.2f}, after {report['load_after']:.2f}; other processes "
              f"used {report['others_cores']:.2f} cores on average" + ("" if quiet else
              " — the machine was busy: ratios not reported"), "",
-             "| trace | tool | wall s (median) | rounds | CPU s | peak RSS MB | speed vs HTA | memory vs HTA |",
-             "|---|---|---:|---|---:|---:|---:|---:|"]
-    for row in report["sizes"]:
-        hta, ours = row["hta"], row["tracelake"]
-        speed = f"{hta['wall_s'] / ours['wall_s']:.1f}x" if quiet else "-"
-        memory = f"{ours['peak_rss_mb'] / hta['peak_rss_mb']:.2f}" if quiet else "-"
-        for name, m, ratios in (("HTA `TraceAnalysis` load", hta, ("", "")),
-                                ("`tracelake ingest`", ours, (speed, memory))):
-            lines.append(f"| {row['size']} | {name} | {m['wall_s']:.2f} | {m['wall_s_rounds']} | {m['cpu_s']:.2f} "
-                         f"| {m['peak_rss_mb']:.0f} | {ratios[0]} | {ratios[1]} |")
-        lines.append(f"| {row['size']} | ours: to parsed (from launch) / analysis tables + commit / to exit | "
-                     f"{ours['parsed_s']:.2f} / {ours['tables_s']:.2f} / {ours['after_s']:.2f} | | | | | |")
-    if "shared" in report:
-        for key, name in (("tracelake", "`tracelake ingest`"), ("tracelake_jobs_2", "`tracelake ingest --jobs 2`")):
-            shared = report["shared"][key]
-            lines.append(f"| shared traces ({report['shared']['runs']} runs) | {name} | "
-                         f"{shared['wall_s']:.2f} | {shared['wall_s_rounds']} | {shared['cpu_s']:.2f} "
-                         f"| {shared['peak_rss_mb']:.0f} | | |")
+             "| trace | command | wall s (median) | rounds | CPU s | peak RSS MB | to parsed / tables / rest s "
+             "| speed vs HTA (wall, CPU) | memory vs HTA |",
+             "|---|---|---:|---|---:|---:|---|---|---:|"]
+    for row in report["rows"]:
+        hta = row.get("HTA")
+        for name, m in row.items():
+            if name == "trace":
+                continue
+            split = f"{m['parsed_s']:.2f} / {m['tables_s']:.2f} / {m['after_s']:.2f}" if "parsed_s" in m else ""
+            ratios = ("", "")
+            if hta and name != "HTA" and quiet:
+                ratios = (f"{hta['wall_s'] / m['wall_s']:.1f}x, {hta['cpu_s'] / m['cpu_s']:.1f}x",
+                          f"{m['peak_rss_mb'] / hta['peak_rss_mb']:.2f}")
+            lines.append(f"| {row['trace']} | {name} | {m['wall_s']:.2f} | {m['wall_s_rounds']} | {m['cpu_s']:.2f} "
+                         f"| {m['peak_rss_mb']:.0f} | {split} | {ratios[0]} | {ratios[1]} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="234MB")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of HTA and ours (at least 3)")
+    parser.add_argument("--small", action="store_true", help="the small shared traces against HTA")
+    parser.add_argument("--sizes", default="", help="comma-separated sizes of made traces, e.g. 234MB,1GB")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (at least 3)")
     parser.add_argument("--shared", action="store_true", help="also time the ingest of the shared traces")
+    parser.add_argument("--baseline", help="a commit of this repository to time beside this checkout")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the trace repeated to each size")
     parser.add_argument("--settle", type=float, default=180, help="seconds to wait for a quiet machine")
     args = parser.parse_args(argv)
@@ -229,21 +284,34 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--rounds: at least 3, for a median")
 
     OUT.mkdir(parents=True, exist_ok=True)
-    for size in args.sizes.split(","):
-        ensure_trace(size, args.source)  # built before the quiet wait and the meter
+    sizes = [size for size in args.sizes.split(",") if size]
+    folders = {f"{size} (made)": ensure_trace(size, args.source) for size in sizes}  # built before the quiet wait
+    checkout = baseline_checkout(args.baseline) if args.baseline else None
+    user_python()  # made before the quiet wait
     load_before = wait_for_quiet(args.settle)
     print(f"load average before: {load_before:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="tracelake-bench-", dir=OUT) as scratch:
-        ingest = Ingest(Path(scratch))
-        ingest(ensure_trace(args.sizes.split(",")[0], args.source))  # untimed: creates the Dagster home, warms caches
+        ingests = [Ingest(Path(scratch), "tracelake ingest")]
+        small_ingests = [*ingests, Ingest(Path(scratch), "tracelake ingest --no-record", options=("--no-record",))]
+        if checkout:
+            baseline = Ingest(Path(scratch), f"{args.baseline} ingest", checkout)
+            ingests.append(baseline)
+            small_ingests.append(baseline)
+        for ingest in small_ingests:  # untimed: creates each Dagster home, warms the caches
+            ingest(SHARED_TRACES / "simple_add")
         meter, ours_cpu = CpuMeter(), 0.0
-        report: dict[str, Any] = {"command": "python bench/run.py " + " ".join(argv or sys.argv[1:]), "sizes": []}
-        for size in args.sizes.split(","):
-            row, cpu = bench_size(size, args.source, args.rounds, ingest)
-            report["sizes"].append(row)
+        report: dict[str, Any] = {"command": "python bench/run.py " + " ".join(argv or sys.argv[1:]), "rows": []}
+        if args.small:
+            rows, cpu = bench_traces({f"{name} ({what})": SHARED_TRACES / name for name, what in SMALL.items()},
+                                     args.rounds, small_ingests)
+            report["rows"] += rows
             ours_cpu += cpu
+        rows, cpu = bench_traces(folders, args.rounds, ingests)
+        report["rows"] += rows
+        ours_cpu += cpu
         if args.shared:
-            report["shared"], cpu = bench_shared(args.rounds, ingest)
+            rows, cpu = bench_shared(args.rounds, ingests)
+            report["rows"] += rows
             ours_cpu += cpu
         report["others_cores"] = meter.others_cores(ours_cpu)
     report["load_before"], report["load_after"] = load_before, os.getloadavg()[0]

@@ -1,6 +1,6 @@
-"""What Dagster shows of an ingested run, the same whether the assets ran (``dagster_project.assets``) or
-``tracelake ingest`` recorded the run (``dagster_project.record``): one materialization per raw table, per analysis
-table and for the report, each with its metadata, and one result per asset check."""
+"""What Dagster shows of a run's version (:class:`dagster_project.outbox.RunRecord`), the same whether the assets
+ran or ``tracelake ingest`` recorded the run: one materialization per raw table, per analysis table and for the
+report, each with its metadata, and one result per asset check."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.staging.manifest import StagedRun
+from dagster_project.outbox import MartRecord, RunRecord
 from pipelines.tables import RAW_TABLES
-from transforms.composition.steps import CommittedRun
-from transforms.runner import MartResult
 
 
 @dataclass(frozen=True)
@@ -26,45 +24,45 @@ class CheckOutcome:
     description: str
 
 
-def raw_metadata(staged: StagedRun, state: str) -> dict[str, dict[str, Any]]:
+def raw_metadata(record: RunRecord, state: str) -> dict[str, dict[str, Any]]:
     """Per raw table, the metadata of its materialization: rows, traces, errors, the version and its state."""
+    counts = record.raw_row_counts or {}
     return {
         table: {
-            "dagster/row_count": staged.row_counts.get(table, 0),
-            "traces": len(staged.traces),
-            "errors": len(staged.errors),
-            "version": staged.version,
+            "dagster/row_count": counts.get(table, 0),
+            "traces": record.traces,
+            "errors": record.errors,
+            "version": record.version,
             "state": state,
-            "source": staged.run.url,
+            "source": record.source or "",
         }
         for table in RAW_TABLES
     }
 
 
-def _preview(result: MartResult) -> str:
-    header = "| " + " | ".join(result.columns) + " |\n|" + "---|" * len(result.columns) + "\n"
-    return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in result.preview)
+def _preview(mart: MartRecord) -> str:
+    header = "| " + " | ".join(mart.columns) + " |\n|" + "---|" * len(mart.columns) + "\n"
+    return header + "".join("| " + " | ".join(row) + " |\n" for row in mart.preview)
 
 
-def mart_metadata(committed: CommittedRun) -> dict[dg.AssetKey, dict[str, Any]]:
+def mart_metadata(record: RunRecord) -> dict[dg.AssetKey, dict[str, Any]]:
     """Per analysis table built, the metadata of its materialization: rows, the snapshot and a preview."""
     return {
         dg.AssetKey(["marts", mart.name]): {
             "dagster/row_count": mart.row_count,
-            "snapshot": committed.commit.snapshot_id,
+            "snapshot": record.snapshot,
             "preview": dg.MetadataValue.md(_preview(mart)),
         }
-        for mart in committed.built.marts
+        for mart in record.marts
     }
 
 
-def check_outcomes(committed: CommittedRun) -> list[CheckOutcome]:
+def check_outcomes(record: RunRecord) -> list[CheckOutcome]:
     """Every check of every analysis table built."""
     return [
-        CheckOutcome(dg.AssetKey(["marts", mart.name]), check.name, check.passed,
-                     {"failing_rows": check.failures, "sample": str(check.sample[:3])}, check.description)
-        for mart in committed.built.marts
-        for check in mart.checks
+        CheckOutcome(dg.AssetKey(["marts", check.mart]), check.name, check.passed,
+                     {"failing_rows": check.failures, "sample": check.sample}, check.description)
+        for check in record.checks
     ]
 
 

@@ -9,6 +9,7 @@ means the event was kept, with what could not be read set to null.
 | ``not_an_object`` | error | an entry of ``traceEvents`` is a number, string, ``null`` or list: dropped |
 | ``malformed_event`` | error | an event's text is not JSON (and not one of the cases below): dropped |
 | ``oversized_event`` | error | an event's text is longer than ``ParseSettings.max_event_bytes`` (16 MiB): dropped as it is read, never held whole |
+| ``deeply_nested_event`` | error | an event nests more than ``jsonstream.MAX_EVENT_DEPTH`` (500) levels of objects and lists: dropped before it is decoded |
 | ``duplicate_key`` | warning | a JSON object repeats a key: the last value is kept |
 | ``invalid_surrogate`` | warning | a ``\\ud800``-style escape without its pair: replaced by U+FFFD |
 | ``nan_token`` | warning | ``ts``/``dur`` is ``NaN`` or ``Infinity`` (not JSON): null |
@@ -20,6 +21,8 @@ means the event was kept, with what could not be read set to null.
 | ``missing_dur`` | warning | a complete (``X``) event has no ``dur`` |
 | ``negative_ts`` / ``negative_dur`` | warning | ``ts`` / ``dur`` below zero, kept as written |
 | ``negative_bytes`` | warning | a ``[memory]`` event's ``Total Allocated``/``Total Reserved`` is below zero (a negative ``Bytes`` is a free, and fine) |
+| ``overlapping_events`` | warning | a complete (``X``) event starts inside another on its thread or stream and ends after it: kept as written; Perfetto drops it |
+| ``memory_totals_missing`` | warning | a ``[memory]`` event has no ``Total Allocated`` or ``Total Reserved`` (the 2021 format): no allocator curve, only the change since the trace began |
 
 ``NaN`` in ``args`` is read as DuckDB reads it (NaN for a DOUBLE key, null for an integer one),
 unreported.
@@ -30,10 +33,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import numpy as np
+
 CODES: dict[str, tuple[str, str]] = {
     "not_an_object": ("error", "entries of traceEvents are not JSON objects (a number, string, null or list): dropped"),
     "malformed_event": ("error", "events are not valid JSON: dropped"),
     "oversized_event": ("error", "events are larger than max_event_bytes: dropped unread"),
+    "deeply_nested_event": ("error", "events nest objects and lists deeper than MAX_EVENT_DEPTH: dropped undecoded"),
     "duplicate_key": ("warning", "JSON objects repeat a key: the last value was kept"),
     "invalid_surrogate": ("warning", "lone UTF-16 surrogate escapes were replaced by U+FFFD"),
     "invalid_utf8": ("error", "invalid UTF-8 byte sequences were replaced by U+FFFD"),
@@ -47,6 +53,20 @@ CODES: dict[str, tuple[str, str]] = {
     "negative_ts": ("warning", "events have a negative ts"),
     "negative_dur": ("warning", "events have a negative dur"),
     "negative_bytes": ("warning", "[memory] events have a negative Total Allocated or Total Reserved"),
+    "overlapping_events": (
+        "warning",
+        (
+            "complete (X) events start inside another event of their thread or stream and end after it (not"
+            " nested): kept as written; Perfetto's trace viewer drops them"
+        ),
+    ),
+    "memory_totals_missing": (
+        "warning",
+        (
+            "[memory] events have no Total Allocated or Total Reserved (the 2021 format): memory_timeline and"
+            " memory_peaks give net_allocated_bytes, the change since the trace began, and no allocator totals"
+        ),
+    ),
 }
 
 DROPPED_CODES = frozenset(code for code, (severity, _) in CODES.items() if severity == "error") - {"invalid_utf8"}
@@ -64,8 +84,73 @@ CHUNK_CHECKS: dict[str, str] = {
 }
 BAD_TIMES = "select bad_ts, bad_dur from chunk where bad_ts is not null or bad_dur is not null"
 
-NEGATIVE_BYTES = "select count(*) from {table} where total_allocated_bytes < 0 or total_reserved_bytes < 0"
-"""Over the ``memory_events`` table's file."""
+# Per code: the condition, over the ``memory_events`` table's file, that an event has that problem.
+MEMORY_CHECKS: dict[str, str] = {
+    "negative_bytes": "total_allocated_bytes < 0 or total_reserved_bytes < 0",
+    "memory_totals_missing": "total_allocated_bytes is null or total_reserved_bytes is null",
+}
+
+
+SPANS = (
+    "select hash(pid, tid) as track, ts_ns as start, ts_ns + dur_ns as end from ({events})"
+    " where ts_ns is not null and dur_ns > 0"
+)
+"""Over ``events``, the union of the complete events' ``pid, tid, ts_ns, dur_ns``: the spans
+:func:`overlapping_events` checks, each on its track (thread or stream)."""
+
+
+def overlapping_events(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """How many of these events (of positive duration; ``track`` tells threads and streams apart) a trace viewer
+    drops: taken by start (the longer first at one start), each must end within the innermost event still open at
+    its start, or it overlaps that event without nesting in it and is dropped, as Perfetto's slice tracker does.
+
+    Most tracks nest properly, which :func:`_nests` checks with sorts and binary searches; only the others are
+    walked one event at a time.
+    """
+    if not len(start):
+        return 0
+    by_track = np.lexsort((start, track))  # events come mostly in time order: a cheap sort
+    dropped = 0
+    for rows in np.split(by_track, np.flatnonzero(np.diff(track[by_track])) + 1):
+        if not _nests(start[rows], end[rows]):
+            dropped += _dropped_by_viewer(start[rows], end[rows])
+    return dropped
+
+
+def _nests(start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether one track's events all nest: sweeping starts and ends in time order (at one instant ends before
+    starts, the inner event inside the outer), an event that nests has as many events open just before its end as
+    just after its start. The earliest event of any overlap has more: the event overlapping it is still open."""
+    count = len(start)
+    position = np.arange(count)
+    by_start = np.argsort(start, kind="stable")
+    if (np.diff(start[by_start]) == 0).any():  # the longer first; identical events in index order
+        by_start = np.lexsort((position, start - end, start))
+    by_end = np.argsort(end, kind="stable")
+    if (np.diff(end[by_end]) == 0).any():  # the shorter first; identical events in reverse index order
+        by_end = np.lexsort((-position, end - start, end))
+    starts, ends = start[by_start], end[by_end]
+    open_after_start = np.empty(count, np.int64)
+    open_after_start[by_start] = position + 1 - np.searchsorted(ends, starts, "right")
+    open_before_end = np.empty(count, np.int64)
+    open_before_end[by_end] = np.searchsorted(starts, ends, "left") - position
+    return bool((open_after_start == open_before_end).all())
+
+
+def _dropped_by_viewer(start: np.ndarray, end: np.ndarray) -> int:
+    """Perfetto's slice tracker over one track: the events it drops for overlapping the innermost open one."""
+    by_start = np.lexsort((np.arange(len(start)), start - end, start))
+    dropped = 0
+    open_ends: list[int] = []  # innermost last
+    for begin, finish in zip(start[by_start].tolist(), end[by_start].tolist(), strict=True):
+        while open_ends and open_ends[-1] <= begin:
+            open_ends.pop()
+        if open_ends and open_ends[-1] < finish:
+            dropped += 1
+        else:
+            open_ends.append(finish)
+    return dropped
+
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 _NON_FINITE = {"nan", "inf", "infinity"}

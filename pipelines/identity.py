@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 TRACE_SUFFIXES = (".json.gz", ".json")
-_RANK_IN_NAME = (
+HIDDEN_PREFIXES = (".", "_")  # a file or folder named so is not read: editors' and tools' own, tracelake's staging
+# A number after a rank marker is the writer's own statement of the rank; a bare ``_N.`` may as well be a job id
+# or a timestamp (``Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz``), so it is a rank only where it is plausible.
+_RANK_MARKERS = (
     re.compile(r"rank[-_]?(\d+)", re.IGNORECASE),
     re.compile(r"worker[-_]?(\d+)", re.IGNORECASE),
-    re.compile(r"_(\d+)\."),
 )
+_BARE_NUMBER = re.compile(r"_(\d+)\.")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Ids name lake folders and files (``run_id=<id>/<version>-<trace_id>.parquet``): short enough for
 # any file system's 255-byte names, with room for the rest of the name.
@@ -30,6 +33,9 @@ class TraceFile:
     etag: str | None = None
     modified: float | None = None
     """When the file was last written (POSIX seconds), where the store says."""
+    run_trace_count: int = 1
+    """How many trace files its run holds: where a trace names no world size, the bound below which a bare number in
+    its file name can be a rank (each rank of a job writes at least one file)."""
 
 
 @dataclass(frozen=True)
@@ -38,12 +44,21 @@ class RankClaim:
 
     rank: int
     source: str
+    declined: str | None = None
+    """Why a number in the file name was not taken as the rank, where there was one."""
+
+    def note(self) -> str | None:
+        """The data-quality note of a rank not written in the trace; None when it is."""
+        if self.source == "distributedInfo":
+            return None
+        if self.declined:
+            return f"no distributedInfo.rank; {self.declined}: rank {self.rank} assumed"
+        return f"no distributedInfo.rank; rank {self.rank} taken from the {self.source.replace('_', ' ')}"
 
 
-def is_trace_file(name: str) -> bool:
-    """Whether a file name looks like a Kineto trace (``*.json`` or ``*.json.gz``)."""
-    lower = name.lower()
-    return lower.endswith(TRACE_SUFFIXES) and not name.startswith((".", "_"))
+def named_like_trace(name: str) -> bool:
+    """Whether a file name ends like a Kineto trace (``*.json`` or ``*.json.gz``); read as one unless hidden."""
+    return name.lower().endswith(TRACE_SUFFIXES)
 
 
 def safe_id(name: str) -> str:
@@ -74,21 +89,36 @@ def run_id_for(relative_dir: str, source_name: str) -> str:
     return safe_id(".".join(parts) if parts else source_name)
 
 
-def rank_from_file_name(file_name: str) -> int | None:
-    """Rank from names like ``rank-3``, ``rank3``, ``worker3`` or ``…_3.json``; None when absent."""
-    for pattern in _RANK_IN_NAME:
+def rank_from_file_name(file_name: str) -> tuple[int, bool] | None:
+    """The number in names like ``rank-3``, ``rank3``, ``worker3`` (marked: True) or ``…_3.json`` (False); None
+    when the name holds neither."""
+    for pattern in _RANK_MARKERS:
         match = pattern.search(file_name)
         if match:
-            return int(match.group(1))
-    return None
+            return int(match.group(1)), True
+    match = _BARE_NUMBER.search(file_name)
+    return (int(match.group(1)), False) if match else None
 
 
-def claim_rank(metadata: dict[str, Any], file_name: str) -> RankClaim:
-    """A trace's rank: ``distributedInfo.rank``, else from the file name, else 0."""
-    info = metadata.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def claim_rank(metadata: dict[str, Any], trace: TraceFile) -> RankClaim:
+    """A trace's rank: ``distributedInfo.rank``; else the number after a rank marker in its file name; else a bare
+    number in its file name that is below the world size (``distributedInfo.world_size``, or where the trace has
+    none, the number of trace files in its run); else 0."""
+    info = metadata.get("distributedInfo") if isinstance(metadata.get("distributedInfo"), dict) else {}
+    if _int(info.get("rank")) is not None:
         return RankClaim(info["rank"], "distributedInfo")
-    from_name = rank_from_file_name(file_name)
-    if from_name is not None:
-        return RankClaim(from_name, "file_name")
-    return RankClaim(0, "default")
+    from_name = rank_from_file_name(trace.url.rsplit("/", 1)[-1])
+    if from_name is None:
+        return RankClaim(0, "default")
+    number, marked = from_name
+    world_size = _int(info.get("world_size"))
+    bound = world_size if world_size else trace.run_trace_count
+    if marked or number < bound:
+        return RankClaim(number, "file_name")
+    of = f"the world size {world_size}" if world_size else f"the run's {trace.run_trace_count} trace file(s)"
+    declined = f"the number {number} in the file name is no rank marker's (rank-N, workerN) and not below {of}"
+    return RankClaim(0, "default", declined)

@@ -7,7 +7,9 @@ a fixed string, no scan of the events. Any other layout (compact one-line JSON, 
 several events per line) has no such separator; from the first stretch of ``chunk_bytes`` without
 one, :class:`pipelines.jsonscan.ArrayScanner` finds where events end instead. Either way memory
 holds a chunk or so, whatever the trace's size, and an event over the size cap is dropped as it is
-read rather than held whole.
+read rather than held whole. An event nesting deeper than ``MAX_EVENT_DEPTH`` is dropped before
+DuckDB sees it: each libkineto chunk is measured (:func:`pipelines.jsonscan.max_depth`), and one that
+holds such an event goes to the scanner, which finds the events to drop.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import orjson
 from isal import isal_zlib
 
 from pipelines.checks import CODES, message
-from pipelines.jsonscan import ArrayScanner
+from pipelines.jsonscan import ArrayScanner, max_depth
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 KINETO_BOUNDARY = b"\n  },\n  {"
@@ -35,6 +37,10 @@ _SEPARATOR = re.compile(rb"\s*,?")  # after an event: up to where the next one s
 _LEADING_SEPARATOR = re.compile(rb"\s*,")
 _NO_EVENTS = re.compile(rb"[\s,]*")
 MAX_EVENT_BYTES = 16 << 20
+# The deepest an event may nest (the event is level 1, its args 2): DuckDB's JSON reader crashed the process on
+# 200,000 levels, and the repair path decodes with Python's json, whose recursion limit is 1,000 calls in all.
+# Real traces nest 6 deep.
+MAX_EVENT_DEPTH = 500
 # An escaped backslash (kept, so that ``\\ud800`` is not read as an escape), a valid surrogate
 # pair (kept), or a lone surrogate escape (group 1: replaced).
 _SURROGATE_ESCAPE = re.compile(
@@ -195,7 +201,7 @@ class EventChunker:
         self._max_event_bytes = max_event_bytes
         self._header = b""
         self._events = bytearray()  # events read but not yet handed out, after an opening "["
-        self._oversized = 0
+        self._dropped: Counter[str] = Counter()  # oversized_event, deeply_nested_event
         self.envelope = TraceEnvelope()
 
     def _read(self) -> bytes:
@@ -221,12 +227,11 @@ class EventChunker:
         if keys is None:
             keys = yield from self._scanned_chunks()
         self._decode_metadata(keys)
-        if self._oversized:
-            count = self._oversized
-            text = f"{message('oversized_event', count)} (max_event_bytes = {self._max_event_bytes})"
-            self.envelope.problems.append(
-                StreamProblem("oversized_event", text, CODES["oversized_event"][0], count)
-            )
+        limits = {"oversized_event": f"max_event_bytes = {self._max_event_bytes}",
+                  "deeply_nested_event": f"MAX_EVENT_DEPTH = {MAX_EVENT_DEPTH}"}
+        for code, count in (+self._dropped).items():  # unary + drops the zero counts
+            text = f"{message(code, count)} ({limits[code]})"
+            self.envelope.problems.append(StreamProblem(code, text, CODES[code][0], count))
 
     def _find_events(self) -> bool:
         """Read up to the opening of the ``traceEvents`` array; False, with the problem recorded, if it
@@ -258,7 +263,8 @@ class EventChunker:
 
         Returns the keys that follow the events array once the stream is read whole this way; None to
         go on with the scanner: at a stretch of ``chunk_bytes`` without a separator (another layout),
-        an event over the cap, or an end that is not libkineto's (a truncated or damaged trace).
+        an event over the size or depth cap, or an end that is not libkineto's (a truncated or damaged
+        trace).
         """
         while block := self._read():
             self._events += block
@@ -275,13 +281,15 @@ class EventChunker:
         return keys
 
     def _kineto_events_fit(self, end: int) -> bool:
-        """Whether the events before ``end`` are within the cap: a separator in every stretch that long."""
+        """Whether the events before ``end`` are within the caps: a separator in every stretch as long as the
+        size cap, and no bracket deeper than the depth cap (the buffer's ``[`` is a level of its own; bytes past
+        ``end``, the start of an event, are measured too: whole, that event will be again)."""
         start, stretch = 0, self._max_event_bytes + len(KINETO_BOUNDARY)
         while end - start > self._max_event_bytes:
             start = self._events.rfind(KINETO_BOUNDARY, start + 1, start + stretch)
             if start < 0:
                 return False
-        return True
+        return max_depth(self._events) <= MAX_EVENT_DEPTH + 1
 
     def _scanned_chunks(self) -> Generator[bytearray, None, bytearray | None]:
         """Chunks cut where :class:`ArrayScanner` finds events end, from the buffered events on.
@@ -289,19 +297,19 @@ class EventChunker:
         Returns the keys that follow the events array, or None when the stream ends inside it
         (truncated) or they are over the cap.
         """
-        scanner = ArrayScanner()
-        ends, close = scanner.scan(self._events, 1)
+        scanner = ArrayScanner(MAX_EVENT_DEPTH)
+        ends, close, deep = scanner.scan(self._events, 1)
         opened = 1  # where the event being read starts (with the separator before it)
         skipping = False  # the event being read is over the cap: dropped up to its end
         while True:
-            ends, close = self._drop_oversized(ends, close, opened)
+            ends, close = self._drop_events(ends, close, opened, deep)
             if ends.size:
                 opened = int(ends[-1])
             if close >= 0:
                 break
             if not skipping and len(self._events) - opened > self._max_event_bytes:
                 del self._events[opened:]
-                self._oversized += 1
+                self._dropped["oversized_event"] += 1
                 skipping = True
             elif len(self._events) >= self._chunk_bytes and opened > 1:
                 yield self._take_events(opened, _SEPARATOR.match(self._events, opened).end())
@@ -310,11 +318,11 @@ class EventChunker:
             if not block:
                 break
             if skipping:
-                ends, close = scanner.scan(block)
+                ends, close, deep = scanner.scan(block)
                 resume = int(ends[0]) if ends.size else close
                 if resume < 0:
                     continue
-                ends, skipping = ends[1:], False
+                ends, deep, skipping = ends[1:], deep[1:], False
                 shift = len(self._events) - resume
                 self._events += memoryview(block)[resume:]
                 ends += shift
@@ -322,7 +330,7 @@ class EventChunker:
             else:
                 shift = len(self._events)
                 self._events += block
-                ends, close = scanner.scan(self._events, shift)
+                ends, close, deep = scanner.scan(self._events, shift)
         keys = None
         if close >= 0:
             keys = self._read_keys(close + 1)
@@ -337,17 +345,21 @@ class EventChunker:
             yield self._take_events(last, len(self._events))
         return keys
 
-    def _drop_oversized(self, ends: np.ndarray, close: int, opened: int) -> tuple[np.ndarray, int]:
-        """Delete the events over the cap among those ``ends`` closes (each with the separator before it);
-        the ends and close after them move back."""
-        over = np.flatnonzero(np.diff(ends, prepend=opened) > self._max_event_bytes)
-        for index in over[::-1]:
+    def _drop_events(
+        self, ends: np.ndarray, close: int, opened: int, deep: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """Delete the events over the size cap, or ``deep`` (over the depth cap), among those ``ends`` closes (each
+        with the separator before it); the ends and close after them move back."""
+        oversized = np.diff(ends, prepend=opened) > self._max_event_bytes
+        dropped = np.flatnonzero(oversized | deep)
+        for index in dropped[::-1]:
             start, stop = int(ends[index - 1]) if index else opened, int(ends[index])
             del self._events[start:stop]
             ends[index + 1 :] -= stop - start
             close = close - (stop - start) if close >= 0 else -1
-        self._oversized += len(over)
-        return (np.delete(ends, over) if over.size else ends), close
+        self._dropped["oversized_event"] += int(oversized.sum())
+        self._dropped["deeply_nested_event"] += int((deep & ~oversized).sum())
+        return (np.delete(ends, dropped) if dropped.size else ends), close
 
     def _take_events(self, end: int, rest: int) -> bytearray:
         """The buffered events before ``end``, closed into a JSON array; the buffer keeps those from ``rest``.
@@ -381,7 +393,7 @@ class EventChunker:
         """
         if separator := _LEADING_SEPARATOR.match(self._events, 1):
             del self._events[1 : separator.end()]
-        ends, _ = ArrayScanner().scan(self._events, 1)
+        ends, _, _ = ArrayScanner().scan(self._events, 1)
         best, low, high = 1, 0, len(ends) - 1
         while low <= high:
             middle = (low + high) // 2
@@ -460,7 +472,7 @@ class EventChunker:
         data, counts["invalid_surrogate"] = repair_surrogates(data)
         try:
             document = tolerant_loads(data, counts)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a key nested past Python's recursion limit
             return None
         for code, count in counts.items():
             if count:

@@ -25,9 +25,11 @@ from pipelines.checks import (
     CHUNK_CHECKS,
     CODES,
     DROPPED_CODES,
-    NEGATIVE_BYTES,
+    MEMORY_CHECKS,
+    SPANS,
     bad_time_counts,
     message,
+    overlapping_events,
 )
 from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
@@ -36,7 +38,14 @@ from pipelines.quality import QualityIssue
 from pipelines.repair import repair_events
 from pipelines.rows import PARQUET_FORMAT, PARQUET_VERSION, sql_path, write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
-from pipelines.tables import ABSOLUTE_TIME_COLUMNS, ARGS_USED, RAW_TABLE_COLUMNS, STEPS_COLUMNS, STEPS_FILTER
+from pipelines.tables import (
+    ABSOLUTE_TIME_COLUMNS,
+    ARGS_USED,
+    RAW_TABLE_COLUMNS,
+    SLICE_TABLES,
+    STEPS_COLUMNS,
+    STEPS_FILTER,
+)
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +342,7 @@ class _EventLoader:
         paths = [outdir / f"{table}.parquet" for table in tables]
         with ThreadPoolExecutor(self._workers, thread_name_prefix="trace-table") as pool:
             list(pool.map(self._write_table, tables, paths, [params] * len(paths)))
-        parsed.table_files.update(zip(tables, paths))
+        parsed.table_files.update(zip(tables, paths, strict=True))
 
     def _write_table(self, table: str, path: Path, params: dict[str, Any]) -> None:
         parts = self._parts / table / "*.parquet"
@@ -353,10 +362,18 @@ class _EventLoader:
         return _trace_issue(self._trace, severity, code, text, count)
 
     def check_tables(self, parsed: ParsedTrace) -> None:
-        """Checks over whole tables, once they are written (``negative_bytes``)."""
+        """Checks over whole tables, once they are written (``MEMORY_CHECKS``, ``overlapping_events``)."""
         memory = sql_path(parsed.table_files["memory_events"])
+        counts = ", ".join(f"count(*) filter (where {condition})" for condition in MEMORY_CHECKS.values())
+        complete_events = " union all ".join(
+            [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files[table])}" for table in SLICE_TABLES]
+            + [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files['other_events'])} where ph = 'X'"]
+        )
         with self._con.cursor() as cur:
-            self.counts["negative_bytes"] += cur.execute(NEGATIVE_BYTES.format(table=memory)).fetchone()[0]
+            found = cur.execute(f"select {counts} from {memory}").fetchone()
+            spans = cur.execute(SPANS.format(events=complete_events)).fetchnumpy()
+        self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
+        self.counts["overlapping_events"] += overlapping_events(spans["track"], spans["start"], spans["end"])
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:
@@ -394,7 +411,7 @@ def parse_trace(
             loader.load(chunker)
         envelope = chunker.envelope
         metadata = envelope.metadata
-        parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, path.rsplit("/", 1)[-1]))
+        parsed = ParsedTrace(trace=trace, rank=claim_rank(metadata, trace))
         parsed.event_count = loader.count
         parsed.issues = [_trace_issue(trace, p.severity, p.code, p.message, p.count) for p in envelope.problems]
         parsed.issues += loader.issues
@@ -404,10 +421,9 @@ def parse_trace(
         if any(p.code.startswith(("truncated", "corrupt")) for p in envelope.problems) and loader.count:
             message = f"salvaged {loader.count} complete events from the damaged trace"
             parsed.issues.append(_trace_issue(trace, "warning", "salvaged_events", message, loader.count))
-        if loader.count and parsed.rank.source != "distributedInfo":
-            source = parsed.rank.source.replace("_", " ")
-            message = f"no distributedInfo.rank; rank {parsed.rank.rank} taken from the {source}"
-            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", message))
+        rank_note = parsed.rank.note()
+        if loader.count and rank_note:
+            parsed.issues.append(_trace_issue(trace, "warning", "rank_not_in_trace", rank_note))
         parsed.schema_version = metadata.get("schemaVersion") if isinstance(metadata.get("schemaVersion"), int) else None
         base = metadata.get("baseTimeNanoseconds")
         parsed.base_time_ns = base if isinstance(base, int) else None

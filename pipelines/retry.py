@@ -24,7 +24,8 @@ class Attempt:
 
     def __init__(self, number: int, last: bool, retry_on: Callable[[BaseException], bool]) -> None:
         self.number = number
-        self._last = last
+        self.last = last
+        """Whether this is the last try: its failure propagates."""
         self._retry_on = retry_on
         self.failed = False
 
@@ -32,7 +33,7 @@ class Attempt:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
-        if exc is None or self._last or not self._retry_on(exc):
+        if exc is None or self.last or not self._retry_on(exc):
             return False
         self.failed = True
         log.info("attempt %d failed (%s: %s); trying again", self.number, type(exc).__name__, exc)

@@ -4,7 +4,8 @@ The event's own keys are decoded into columns by the reader; ``args`` is kept as
 table decodes only the keys it uses (``tables.ARGS_USED``) for only its own rows, because decoding
 every key of ``ARG_TYPES`` into a struct for every event costs about as much as the rest of the
 parse. Every ``args`` key the Kineto writer, HTA's config and the shared traces use is typed in
-``ARG_TYPES``. Keys that differ only in case (``bytes`` of a memcpy, ``Bytes`` of a ``[memory]``
+``ARG_TYPES``; ids kineto writes as uint64 (``correlation``, graph ids, ``Comms Id``) are UBIGINT, which
+Parquet keeps exactly (a value above int64 became null as BIGINT, and HUGEINT is written as a double). Keys that differ only in case (``bytes`` of a memcpy, ``Bytes`` of a ``[memory]``
 event) never meet in one table's struct, whose fields must be unique ignoring case. Legacy
 spellings are renamed in the raw bytes first (``KEY_RENAMES``); a quoted key followed by a colon
 cannot occur inside a JSON string value.
@@ -49,6 +50,7 @@ ARG_TYPES: dict[str, str] = {
     "Process Group Description": "VARCHAR",
     "Process Group Ranks": "VARCHAR",
     "Process Group ID": "VARCHAR",
+    "Comms Id": "UBIGINT",  # uint64 in kineto's writer, as are correlation and graph ids
     "Global rank start": "BIGINT",
     "Global rank stride": "BIGINT",
     "Rank": "BIGINT",
@@ -59,7 +61,9 @@ ARG_TYPES: dict[str, str] = {
     "Python module id": "BIGINT",
     # runtime / device activity
     "cbid": "BIGINT",
-    "correlation": "BIGINT",
+    "correlation": "UBIGINT",
+    "graph id": "UBIGINT",  # kernels and copies of a CUDA graph replay
+    "graph node id": "UBIGINT",
     "queued": "BIGINT",
     "device": "BIGINT",
     "context": "BIGINT",
@@ -169,6 +173,7 @@ case
     when ph in ('i', 'I') then 'markers'
     when ph in ('s', 't', 'f') then 'flows'
     when ph = 'M' then 'track_names'
+    when ph = 'C' then 'counters'
     else 'other_events'
 end
 """

@@ -32,7 +32,9 @@ _DEVICE_ACTIVITY = """
     try_cast(args.stream as bigint) as stream,
     args.correlation as correlation,
     args."External id" as external_id,
-    args.context as context"""
+    args.context as context,
+    args."graph id" as graph_id,
+    args."graph node id" as graph_node_id"""
 
 _COLLECTIVE = """
     args."Collective name" as collective_name,
@@ -47,7 +49,8 @@ _COLLECTIVE = """
     coalesce(args."Process Group Name", args."Process Group ID") as process_group_name,
     args."Process Group Description" as process_group_desc,
     args."Process Group Ranks" as process_group_ranks,
-    args.Seq as seq"""
+    args.Seq as seq,
+    args."Comms Id" as comms_id"""
 
 # grid/block are JSON arrays, or a JSON string holding one (ROCm runtime args).
 _XYZ = "try_cast((case when json_type({j}) = 'VARCHAR' then json({j} ->> '$') else {j} end) ->> '$[{i}]' as bigint)"
@@ -169,6 +172,34 @@ _TYPED_COLUMNS: dict[str, str] = {
     dur_ns""",
 }
 
+# Counter (``ph: "C"``) events: one row per value in ``args``. kineto writes CUPTI PM sampling as one event per metric,
+# named by it, with its value under the key "" (``{"": 42.5}``), and MTIA counters as one event of several named
+# values; ``counter`` is the key, or the event's name where the key is empty. A value that is no number is kept as
+# JSON in ``other_args``; an event with no values has one row with neither.
+_COUNTER_ENTRIES = """list_transform(
+        map_entries(json_transform(raw_args, '"MAP(VARCHAR, JSON)"')),
+        entry -> {
+            'counter': coalesce(nullif(entry.key, ''), name),
+            'value': try_cast(entry.value as double),
+            'other_args': if(try_cast(entry.value as double) is null, entry.value, null)
+        }
+    )"""
+_COUNTERS = f"""
+    event_idx,
+    pid,
+    tid,
+    cat,
+    name,
+    ts_ns,
+    unnest(coalesce(
+        nullif(if(json_type(raw_args) = 'OBJECT', {_COUNTER_ENTRIES}, []), []),
+        [{{
+            'counter': null::varchar,
+            'value': null::double,
+            'other_args': if(json_type(raw_args) = 'OBJECT', null, raw_args)
+        }}]
+    ), recursive := true)"""
+
 # Derived from the events rather than routed: one row per ProfilerStep#N range.
 STEPS_COLUMNS = """
     cast(regexp_extract(name, '^ProfilerStep#(\\d+)', 1) as bigint) as step,
@@ -194,7 +225,8 @@ def _args_used(columns: str) -> dict[str, str]:
 
 
 ARGS_USED: dict[str, dict[str, str]] = {
-    table: _args_used(columns) for table, columns in {**_TYPED_COLUMNS, "steps": STEPS_COLUMNS}.items()
+    table: _args_used(columns)
+    for table, columns in {**_TYPED_COLUMNS, "counters": _COUNTERS, "steps": STEPS_COLUMNS}.items()
 }
 """Per table, the ``args`` keys its columns read and their types: only those are decoded for its rows."""
 
@@ -218,14 +250,21 @@ def _other_args(used: dict[str, str]) -> str:
 
 
 RAW_TABLE_COLUMNS: dict[str, str] = {
-    table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
-    for table, columns in _TYPED_COLUMNS.items()
+    **{
+        table: f"{columns},\n    {_other_args(ARGS_USED[table])} as other_args"
+        for table, columns in _TYPED_COLUMNS.items()
+    },
+    "counters": _COUNTERS,
 }
 """Per event table, its column list: the typed columns, then ``other_args`` (JSON) keeping every ``args`` key that
 no typed column reads, so that nothing in a trace is dropped."""
 
+SLICE_TABLES: tuple[str, ...] = tuple(table for table, columns in _TYPED_COLUMNS.items() if _SLICE in columns)
+"""Tables of complete (``X``) events with ``pid``, ``tid``, ``ts_ns`` and ``dur_ns``; ``other_events`` holds the
+rest of them, with its ``ph``."""
+
 EVENT_TABLES: tuple[str, ...] = tuple(RAW_TABLE_COLUMNS)
-"""Tables that partition the events: their row counts sum to the trace's event count."""
+"""Tables that partition the events: each event is in one of them, once (``counters``: once per value)."""
 
 TRACES_COLUMNS = {
     "trace_id": "VARCHAR",
@@ -288,6 +327,9 @@ RAW_TABLES: dict[str, RawTable] = {
     "markers": RawTable("instant events other than memory (Iteration Start, Record Window End)"),
     "flows": RawTable("one row per flow event (ac2g launch links, fwdbwd autograd links)"),
     "track_names": RawTable("process and thread names, labels and sort order (M events)"),
+    "counters": RawTable("one row per value of a counter event (ph C: kineto's hardware_counters, MTIA counters)", {
+        "counter": "the counter: its args key, or the event's name where the key is empty (CUPTI PM sampling)",
+        "value": "the counter's value", "other_args": "a value that is not a number, as JSON"}),
     "other_events": RawTable("every event no other raw table takes, kept so that nothing is lost"),
     "steps": RawTable("one row per ProfilerStep#N range on the host"),
     "devices": RawTable("one row per device in deviceProperties (GPU name, memory, SMs)", {

@@ -47,8 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="DuckDB's buffer for building each run's analysis tables, e.g. 400MB or 2GB; they spill "
                         f"to disk beyond it (default: {MEMORY_LIMIT.name}, else {MEMORY_LIMIT.default})")
     ingest.add_argument("--no-record", dest="record", action="store_false",
-                        help="do not record the runs in the Dagster instance that tracelake ui shows (saves Dagster's "
-                        "~1.5 s start and ~1 s per run)")
+                        help="do not record the runs for the Dagster instance that tracelake ui shows")
     _lake_options(ingest, lake_required=True)
 
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
@@ -174,11 +173,11 @@ def _run(args: argparse.Namespace) -> int:
                       catalog=args.catalog, jobs=args.jobs, settings=IngestSettings(build=build), record=args.record)
     if args.command == "sql":
         from tracelake.output import write_result
-        from tracelake.query import run_query
+        from tracelake.query import run_sql
 
         try:
-            columns, rows = run_query(args.query, args.lake, options=_storage_options(args.storage_option),
-                                      catalog=args.catalog, run=args.run)
+            columns, rows = run_sql(args.query, args.lake, options=_storage_options(args.storage_option),
+                                    catalog=args.catalog, run=args.run)
         except (ValueError, RuntimeError, TimeoutError, LookupError) as exc:
             print(f"tracelake sql: {exc}", file=sys.stderr)
             return 2

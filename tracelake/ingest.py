@@ -15,6 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from dagster_project.outbox import RunRecord, leave_records
 from pipelines.lake.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
@@ -77,14 +78,10 @@ def _ingest_one(target: _Target, run: RunSource, position: str) -> RunOutcome:
 
 
 def _record(landed: list[IngestedRun]) -> None:
-    """Record the runs in the Dagster instance ``tracelake ui`` shows (Dagster's import and instance: ~1.5 s)."""
-    started = time.perf_counter()
-    from dagster_project.record import open_instance, record_runs
-
-    with open_instance() as instance:
-        record_runs(instance, landed)
-    print(f"recorded {plural(len(landed), 'run')} in the Dagster instance at {instance.root_directory} in "
-          f"{time.perf_counter() - started:.1f} s (tracelake ui shows them; --no-record skips this)", flush=True)
+    """Leave the runs' records for the Dagster instance ``tracelake ui`` shows (:mod:`dagster_project.outbox`)."""
+    folder = leave_records([RunRecord.of(run.committed, run.report_url) for run in landed])
+    print(f"recorded {plural(len(landed), 'run')} for the Dagster instance at {folder.parent} "
+          "(tracelake ui shows them; --no-record skips this)", flush=True)
 
 
 _Item = tuple[RunSource, str]  # a run and its position ("3/10")

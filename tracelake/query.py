@@ -1,21 +1,43 @@
-"""``tracelake sql``: read-only SQL over every run of a lake, confined to the lake's own tables."""
+"""``tracelake sql``: read-only SQL over every run of a lake, confined to the lake's own tables.
+
+Three walls, each enough alone for what it guards: what a query may name (:mod:`tracelake.sql_policy`, an
+allow-list over DuckDB's syntax tree: the lake's tables and safe functions only); DuckDB's own settings (the lake
+attached read-only, no file outside its folders, no extension loading, the configuration locked); and, for
+``tracelake sql`` (:func:`run_sql`), a process of its own that can hold no more than the memory limit and is killed
+at the time limit, its catalog sessions on a PostgreSQL server read-only and stopped at that limit too.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import re
+import resource
 import threading
+from multiprocessing.connection import Connection
 from typing import Any
 
 import duckdb
 
 from pipelines.lake.lake import ALIAS, LAYERS, Lake
-from pipelines.lake.read import SEARCH_PATH
+from pipelines.lake.read import SEARCH_PATH, table_names
 from pipelines.lake.run_scope import scope_to_run
+from pipelines.retry import retrying
+from pipelines.settings import SQL_MEMORY_LIMIT, SQL_TIME_LIMIT_S
+from tracelake.sql_policy import check_query
 
 _READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-MEMORY_LIMIT = os.environ.get("TRACELAKE_SQL_MEMORY_LIMIT", "4GB")
-TIME_LIMIT_S = float(os.environ.get("TRACELAKE_SQL_TIME_LIMIT_S", "600"))
+MEMORY_LIMIT = SQL_MEMORY_LIMIT.text()
+TIME_LIMIT_S = SQL_TIME_LIMIT_S.number()
 ATTEMPTS = 3  # a query is read again when a concurrent ingest deleted the files of the version it was reading
+# DuckDB's buffer pool gets this share of the memory limit; the rest holds what DuckDB does not count (the strings
+# and lists a function builds, the result's Python rows), so DuckDB spills or refuses before the process cap bites.
+DUCKDB_SHARE = 0.75
+# After the time limit, how long the query's process has to stop by itself (DuckDB checks for an interrupt
+# between chunks of rows, never inside one function call) before it is killed.
+GRACE_S = 5.0
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
@@ -28,7 +50,7 @@ def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     for statement, value in (
         ("set search_path = $value", SEARCH_PATH),
         ("set allowed_directories = $value", folders),
-        ("set memory_limit = $value", MEMORY_LIMIT),
+        ("set memory_limit = $value", f"{int(limit_bytes() * DUCKDB_SHARE)}B"),
         ("set autoinstall_known_extensions = $value", False),
         ("set autoload_known_extensions = $value", False),
         ("set enable_external_access = $value", False),
@@ -37,25 +59,26 @@ def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
         con.execute(statement, {"value": value})
 
 
-def _check_read_only(con: duckdb.DuckDBPyConnection, query: str) -> None:
-    """One SELECT, or an EXPLAIN of one, as DuckDB's own parser classifies it.
+def limit_bytes() -> int:
+    """``TRACELAKE_SQL_MEMORY_LIMIT`` in bytes (DuckDB's units: ``4GB`` is 4·10⁹, ``4GiB`` 4·2³⁰)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", MEMORY_LIMIT.lower())
+    if not match or match[2] not in _UNITS:
+        raise ValueError(f"TRACELAKE_SQL_MEMORY_LIMIT={MEMORY_LIMIT!r}: give a size such as 4GB or 512MiB")
+    return int(float(match[1]) * _UNITS[match[2]])
 
-    The lake is attached read-only and every path outside it is refused; this keeps ``EXPLAIN ANALYZE
-    COPY … TO`` from writing files inside the lake's own folders.
-    """
+
+def _check_allowed(con: duckdb.DuckDBPyConnection, query: str, tables: set[str]) -> None:
+    """One SELECT, or an EXPLAIN of one, as DuckDB's own parser classifies it, naming only what
+    :func:`tracelake.sql_policy.check_query` allows (``tables``: the lake's). An EXPLAIN ANALYZE runs what it
+    explains, so that is checked as the SELECT it must be."""
     statements = con.extract_statements(query)
     if len(statements) != 1:
         raise ValueError(f"expected one SQL statement, got {len(statements)}")
     statement = statements[0]
     if statement.type not in _READ_ONLY:
         raise ValueError(f"tracelake sql is read-only: {statement.type.name} statements are not allowed")
-    if statement.type == duckdb.StatementType.EXPLAIN:
-        try:  # json_serialize_sql serializes SELECT statements only
-            serialized = con.execute("select json_serialize_sql($q)", {"q": _explained(statement.query)}).fetchone()
-        except duckdb.Error as exc:
-            raise ValueError(f"tracelake sql is read-only: only a SELECT can be explained ({exc})") from exc
-        if serialized and '"error":true' in serialized[0].replace(" ", ""):
-            raise ValueError("tracelake sql is read-only: only a SELECT can be explained")
+    check_query(con, statement.query if statement.type == duckdb.StatementType.SELECT else _explained(statement.query),
+                tables)
 
 
 def _explained(explain: str) -> str:
@@ -82,18 +105,107 @@ def run_query(
     A query whose files a concurrent ingest deleted (expiring the version read) is run again on the new version.
 
     Raises:
-        ValueError: the query is not exactly one SELECT (or EXPLAIN of one).
+        ValueError: the query is not exactly one SELECT (or EXPLAIN of one), or names a table or function
+            that is not allowed (:mod:`tracelake.sql_policy`).
         LookupError: the lake holds no run ``run``.
         TimeoutError: it ran longer than ``TRACELAKE_SQL_TIME_LIMIT_S``.
     """
     lake = Lake(lake_url, options, catalog)
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in retrying(ATTEMPTS, retry_on=lambda exc: isinstance(exc, _VersionExpired)):
+        with attempt:
+            try:
+                return _run_once(query, lake, run)
+            except _VersionExpired as expired:
+                if attempt.last:  # DuckDB's own error, as any other reading error
+                    raise expired.__cause__ from None
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def run_sql(
+    query: str,
+    lake_url: str,
+    *,
+    options: dict[str, Any] | None = None,
+    catalog: str | None = None,
+    run: str | None = None,
+) -> tuple[list[str], list[tuple]]:
+    """:func:`run_query` as ``tracelake sql`` runs it: in a child process that can hold no more than
+    ``TRACELAKE_SQL_MEMORY_LIMIT`` beyond what this one holds, and is killed ``GRACE_S`` after the time limit.
+
+    DuckDB counts only its buffer pool against its memory limit, and checks for an interrupt only between chunks
+    of rows: a string or list a function builds (``repeat``, ``range``, a concatenation doubled level after level)
+    escapes both. The kernel's cap on the child's data and the kill hold whatever DuckDB does.
+
+    Raises:
+        TimeoutError: the query ran past the time limit (it was killed if it did not stop by itself).
+        RuntimeError: the query's process ran out of memory or died.
+        ValueError, LookupError, duckdb.Error: as :func:`run_query`.
+    """
+    context = multiprocessing.get_context("fork")  # the child has this process's modules already: nothing to import
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_answer, args=(sender, query, lake_url, options, catalog, run), daemon=True)
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(TIME_LIMIT_S + GRACE_S):
+            raise TimeoutError(f"the query ran longer than {TIME_LIMIT_S:g} s (TRACELAKE_SQL_TIME_LIMIT_S) and was killed")
         try:
-            return _run_once(query, lake, run)
-        except _VersionExpired as expired:
-            if attempt == ATTEMPTS:
-                raise expired.__cause__ from None
-    raise AssertionError("unreachable")
+            outcome, value = receiver.recv()
+        except EOFError:
+            child.join()
+            raise RuntimeError(f"the query's process ended with no answer (exit code {child.exitcode}); "
+                               f"most likely {_out_of_memory()}") from None
+    finally:
+        child.kill()
+        child.join()
+        receiver.close()
+    if outcome == "error":
+        raise value
+    return value
+
+
+def _out_of_memory() -> str:
+    return f"the query needed more than {MEMORY_LIMIT} (TRACELAKE_SQL_MEMORY_LIMIT)"
+
+
+def _answer(
+    sender: Connection, query: str, lake_url: str, options: dict[str, Any] | None, catalog: str | None, run: str | None
+) -> None:
+    """The child of :func:`run_sql`: caps itself, runs the query and sends back ("rows", result) or ("error", exc)."""
+    # Every session libpq opens here (a PostgreSQL catalog's) is read-only and stops at the time limit on the
+    # server, where nothing this process does can reach a statement once it is killed.
+    os.environ["PGOPTIONS"] = (f"{os.environ.get('PGOPTIONS', '')} -c default_transaction_read_only=on "
+                               f"-c statement_timeout={int(TIME_LIMIT_S * 1000)}").strip()
+    try:
+        _cap_memory()
+        answer: tuple[str, Any] = ("rows", run_query(query, lake_url, options=options, catalog=catalog, run=run))
+    except MemoryError:
+        answer = ("error", RuntimeError(_out_of_memory()))
+    except Exception as exc:  # noqa: BLE001 - every failure goes back: as it is when the parent can rebuild it
+        sendable = isinstance(exc, (ValueError, LookupError, TimeoutError, RuntimeError, duckdb.Error))
+        answer = ("error", exc if sendable else RuntimeError(f"{type(exc).__name__}: {exc}"))
+    try:
+        sender.send(answer)
+    except MemoryError:  # the rows fit as DuckDB's but not once pickled
+        sender.send(("error", RuntimeError(_out_of_memory())))
+
+
+def _cap_memory() -> None:
+    """Cap this process's data (heap and private mappings, as the kernel counts them) at what it holds now plus
+    the memory limit and one stack per DuckDB thread (reserved, not used: 8 MiB each by default). Linux only:
+    elsewhere (no ``/proc``) DuckDB's own memory limit is all that holds."""
+    if not os.path.exists("/proc/self/status"):
+        return
+    with open("/proc/self/status") as status:
+        held_kib = next(int(line.split()[1]) for line in status if line.startswith("VmData:"))
+    stack, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    stacks = (os.cpu_count() or 1) * (stack if stack != resource.RLIM_INFINITY else 8 << 20)
+    cap = held_kib * 1024 + limit_bytes() + stacks
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
 
 
 class _VersionExpired(Exception):
@@ -105,12 +217,12 @@ def _run_once(query: str, lake: Lake, run: str | None) -> tuple[list[str], list[
         seen = None  # the snapshot read
         timer = threading.Timer(TIME_LIMIT_S, con.interrupt)
         try:
+            _check_allowed(con, query, table_names(con))
             if run is not None:  # before confining: the views are made from the catalog's own database
                 seen = scope_to_run(con, run, duckdb.get_table_names(query))
             else:
                 (seen,) = con.execute(f"select id from {ALIAS}.current_snapshot()").fetchone()
             confine(con, lake)
-            _check_read_only(con, query)
             timer.start()
             cursor = con.execute(query)
             return [d[0] for d in cursor.description], cursor.fetchall()

@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.quality import QualityIssue
+from pipelines.rows import one
 from transforms.models import SqlModel
 from transforms.units import is_duration, is_ratio
 
@@ -79,13 +80,14 @@ def check_queries(model: SqlModel, columns: list[str], sql_root: Path) -> dict[s
 
 def run_checks(
     con: duckdb.DuckDBPyConnection, model: SqlModel, columns: list[str], sql_root: Path
-) -> list[CheckResult]:
-    """Run every check of ``model`` against its table in ``con``."""
-    results = []
-    for name, (description, query) in check_queries(model, columns, sql_root).items():
-        counted = con.execute(f"select count(*) from ({query})").fetchone()
-        failures = counted[0] if counted else 0
-        # the sample is only fetched for a failing check (most pass), saving a second run of the query
-        rows = con.execute(f"select * from ({query}) limit 5").fetchall() if failures else []
-        results.append(CheckResult(model.name, name, description, failures, rows))
-    return results
+) -> tuple[int, list[CheckResult]]:
+    """The rows of ``model``'s table in ``con`` and every check of it, counted in one statement; the first failing
+    rows are read only for a check that failed (most pass)."""
+    queries = check_queries(model, columns, sql_root)
+    counts = ", ".join(f"(select count(*) from ({query}))" for _, query in queries.values())
+    rows, *failures = one(con.execute(f"select (select count(*) from {_quote(model.name)}), {counts}"))
+    return rows, [
+        CheckResult(model.name, name, description, failed,
+                    con.execute(f"select * from ({query}) limit 5").fetchall() if failed else [])
+        for (name, (description, query)), failed in zip(queries.items(), failures, strict=True)
+    ]

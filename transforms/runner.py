@@ -203,11 +203,11 @@ def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 def _summarize(con: duckdb.DuckDBPyConnection, model: SqlModel, root: Path) -> MartResult:
     """Row count, preview and checks of the mart ``model`` just built."""
-    count = con.execute(f"select count(*) from {model.name}").fetchone()
     preview = con.execute(f"select * from {model.name} limit {PREVIEW_ROWS}")
     columns = [d[0] for d in preview.description]
     rows = preview.fetchall()
-    return MartResult(model.name, count[0] if count else 0, columns, rows, run_checks(con, model, columns, root))
+    count, checks = run_checks(con, model, columns, root)
+    return MartResult(model.name, count, columns, rows, checks)
 
 
 def _worker_cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

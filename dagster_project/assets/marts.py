@@ -6,6 +6,7 @@ import dagster as dg
 
 from dagster_project.assets.raw import version_of
 from dagster_project.metadata import check_outcomes, mart_metadata
+from dagster_project.outbox import RunRecord
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource
 from pipelines.lake.lake import Lake
@@ -70,9 +71,10 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings
     if committed.built.failure:
         raise dg.Failure(f"{committed.built.failure} (the raw tables were committed, as snapshot "
                          f"{committed.commit.snapshot_id}, with the failure as a quality issue)")
-    for key, metadata in mart_metadata(committed).items():
+    record = RunRecord.of(committed)
+    for key, metadata in mart_metadata(record).items():
         yield dg.MaterializeResult(asset_key=key, metadata=metadata)
-    for check in check_outcomes(committed):
+    for check in check_outcomes(record):
         if dg.AssetCheckKey(check.asset_key, check.check_name) in context.selected_asset_check_keys:
             yield dg.AssetCheckResult(asset_key=check.asset_key, check_name=check.check_name, passed=check.passed,
                                       metadata=check.metadata, description=check.description)

@@ -17,6 +17,7 @@ import dagster as dg
 from dagster._core.definitions.utils import is_valid_name  # the check DynamicOutput applies to mapping keys
 
 from dagster_project.metadata import raw_metadata
+from dagster_project.outbox import RunRecord
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource, TraceSourceResource
 from pipelines.identity import TraceFile
@@ -41,12 +42,14 @@ class RawIngestConfig(dg.Config):
 
 
 def _find_run(run_id: str, config: RawIngestConfig, source: TraceSourceResource) -> RunSource:
+    # A second look: the sensor or the command that launched the run has named the files it skips.
     if config.run_url:
-        runs = [r for r in discover_runs(config.run_url, source.options()) if r.url.rstrip("/") == config.run_url.rstrip("/")]
+        runs = [r for r in discover_runs(config.run_url, source.options(), report_skipped=False)
+                if r.url.rstrip("/") == config.run_url.rstrip("/")]
         if runs:
             return RunSource(run_id, runs[0].url, tuple(replace(t, run_id=run_id) for t in runs[0].traces))
     else:
-        runs = [r for r in discover_runs(source.url, source.options()) if r.run_id == run_id]
+        runs = [r for r in discover_runs(source.url, source.options(), report_skipped=False) if r.run_id == run_id]
         if runs:
             return runs[0]
     raise dg.Failure(f"run {run_id!r}: no trace files found under {config.run_url or source.url}")
@@ -149,7 +152,7 @@ def stage_raw_tables(
     for issue in result.issues:
         if issue not in trace_issues:  # run-level findings (duplicate ranks) surface after all traces
             PROGRESS.error(issue.line(f"{run.url} ({issue.trace_id})"))
-    for table, metadata in raw_metadata(result, state).items():
+    for table, metadata in raw_metadata(RunRecord.of_staged(result), state).items():
         yield dg.Output(None, output_name=table, metadata=metadata)
 
 

@@ -142,23 +142,25 @@ def _files_select(paths: list[str]) -> str:
     return f"select * exclude (run_id) from read_parquet([{', '.join(sql_path(p) for p in paths)}], union_by_name = true)"
 
 
-def _adopt(con: duckdb.DuckDBPyConnection, qualified: str, paths: list[str]) -> list[str]:
-    """Add those of ``paths`` that hold rows to ``qualified`` as its data files, read where they are, and return
-    them. DuckLake takes each file's run from the ``run_id=`` folder holding it and fills a column the file lacks
-    with null. An empty file is left out: no delete would ever end it, so it would stay for good."""
+def _row_counts(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]]) -> dict[str, int]:
+    """Rows in each of the Parquet files of ``files`` (``layer.table`` → paths), from their footers, in one read."""
+    paths = [path for urls in files.values() for path in urls]
     if not paths:
-        return []
-    rows = dict(con.execute("select file_name, sum(num_rows) from parquet_file_metadata($paths) group by all",
+        return {}
+    return dict(con.execute("select file_name, sum(num_rows) from parquet_file_metadata($paths) group by all",
                             {"paths": paths}).fetchall())
+
+
+def _adopt(con: duckdb.DuckDBPyConnection, qualified: str, paths: list[str]) -> None:
+    """Add ``paths`` to ``qualified`` as its data files, read where they are. DuckLake takes each file's run from the
+    ``run_id=`` folder holding it and fills a column the file lacks with null."""
     layer, table = qualified.split(".")
-    adopted = [path for path in paths if rows.get(path)]
-    for path in adopted:
+    for path in paths:
         con.execute(
             f"call ducklake_add_data_files('{ALIAS}', $table, $path, schema => $layer, "
             "hive_partitioning => true, allow_missing => true)",
             {"table": table, "path": path, "layer": layer},
         )
-    return adopted
 
 
 def replace_run(
@@ -223,25 +225,32 @@ def _replace_in_transaction(
                           "which what was to be committed was built on")
     existing = lake_tables(con)
     holding = tables_holding_run(con, run_id)
+    rows = _row_counts(con, files)
     adopted: set[str] = set()
     for qualified in {**files, **sources}:
         copied = [sources[qualified]] if qualified in sources else []
-        placed = files.get(qualified, [])
+        # An empty file is never adopted (no delete would ever end it, so it would stay for good): it only gives a
+        # new table its columns.
+        placed = [path for path in files.get(qualified, []) if rows.get(path)]
         for select in copied:
             _prepare_table(con, qualified, select, existing)
-        file_rows = _files_select(placed)
-        if placed and not _prepare_table(con, qualified, file_rows, existing):
-            copied.append(file_rows)  # a type changed since they were written: cast
-            placed = []
-        if qualified in holding:
+        if qualified in files and (placed or qualified not in existing):
+            file_rows = _files_select(files[qualified])
+            if not _prepare_table(con, qualified, file_rows, existing):
+                copied.append(_files_select(placed) if placed else file_rows)  # a type changed since: cast
+                placed = []
+        # After the table is made in this transaction's snapshot: the catalog's answer (holding) may come from a
+        # writer that committed the table since, whose commit this one's then conflicts with, and starts again.
+        if qualified in holding and qualified in existing:
             con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
-        adopted.update(_adopt(con, qualified, placed))
+        _adopt(con, qualified, placed)
+        adopted.update(placed)
         for select in copied:
             con.execute(
                 f"insert into {ALIAS}.{qualified} by name select $run_id as run_id, * from ({select})",
                 {"run_id": run_id},
             )
-    for qualified in holding:
+    for qualified in holding & existing.keys():
         if qualified.split(".")[0] in clear and qualified not in sources and qualified not in files:
             con.execute(f"delete from {ALIAS}.{qualified} where run_id = $run_id", {"run_id": run_id})
     con.execute(

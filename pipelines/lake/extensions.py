@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,15 @@ def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> N
                                    f"{extension_file(name)} failed too: {exc}") from exc
 
 
+@functools.cache
+def _extension_directory() -> str | None:
+    """Where DuckDB installs extensions: its own folder under the user's home, or, for an account without a home
+    (a service's ``HOME=/nonexistent``), one under the temporary folder."""
+    if Path.home().is_dir():
+        return None
+    return str(Path(tempfile.gettempdir()) / f"tracelake-duckdb-extensions-{os.getuid()}")
+
+
 def extension_connection(
     names: tuple[str, ...], config: dict[str, Any], *, for_users: bool = False
 ) -> duckdb.DuckDBPyConnection:
@@ -52,6 +63,8 @@ def extension_connection(
     without checking again. A connection handed to users (``for_users``: notebooks, ``tracelake sql``) always
     checks, and installs and loads nothing of itself afterwards.
     """
+    if "extension_directory" not in config and _extension_directory():
+        config = config | {"extension_directory": _extension_directory()}
     trusted = not for_users and set(names) <= _CHECKED
     if for_users:
         config = config | {"autoinstall_known_extensions": False, "autoload_known_extensions": False}

@@ -40,7 +40,7 @@ def parse_file(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, 
         issue = QualityIssue(
             trace.run_id, trace.trace_id, "error", "parse_failed", f"could not be parsed: {type(exc).__name__}: {exc}"
         )
-        return ParsedTrace(trace=trace, rank=claim_rank({}, trace.url.rsplit("/", 1)[-1]), issues=[issue])
+        return ParsedTrace(trace=trace, rank=claim_rank({}, trace), issues=[issue])
 
 
 def _row_counts(files: dict[str, Path]) -> dict[str, int]:

@@ -1,11 +1,16 @@
--- One row per collective instance per rank, before cross-rank matching. Instances are the NCCL kernels that carry
--- collective args (Collective name ...); a run without any uses its record_param_comms cpu_ops instead (their
--- host-side ranges; 'wait' entries are not collectives). process_group is the Process Group Name ('default' when
--- absent). seq is the Seq arg where every instance of that (rank, process group) has one, else the 0-based order of
--- the instance by start time within the (rank, process group). Instances sharing (rank, process group, seq), as
--- coalesced kernels may, are folded into one (first start, last end).
+-- One row per collective instance per rank, before cross-rank matching. Instances are, from the best a run's traces
+-- give: the NCCL kernels that carry collective args (Collective name ...); else the record_param_comms cpu_ops that
+-- name their collective (their host-side ranges; 'wait' entries are not collectives); else, for traces written
+-- before kineto exported collective args (PyTorch of 2023: record_param_comms without a name or process group), the
+-- communication kernels themselves (int_kernels_classified), named by their kernel name (ncclKernel_AllReduce_... is
+-- AllReduce) with the stream they run on as their process group (each NCCL communicator has its stream; HTA matches
+-- ranks' communication kernels by stream and name too) and no message size. process_group is the Process Group
+-- Name ('default' when absent). seq is the Seq arg where every instance of that (rank, process group) has one, else
+-- the 0-based order of the instance by start time within the (rank, process group). Instances sharing (rank,
+-- process group, seq), as coalesced kernels may, are folded into one (first start, last end).
 -- grain: run_id, rank, process_group, seq
--- source: TraceLens NcclAnalyser (collective_id = PG name + rank-local order); ANCHORS.md §4, §10.6
+-- source: TraceLens NcclAnalyser (collective_id = PG name + rank-local order); HTA 0.5.0
+-- hta/analyzers/straggler.py (ncclKernel_* kernels grouped by stream and name across ranks); ANCHORS.md §4, §10.6
 with
 
 kernel_instances as (
@@ -27,10 +32,30 @@ cpu_instances as (
         and run_id not in (select run_id from kernel_instances)
 ),
 
+kernel_name_instances as (
+    select
+        run_id, trace_id, rank,
+        coalesce(
+            nullif(regexp_extract(name, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), ''), split_part(name, '(', 1)
+        ) as collective_name,
+        ts_ns, end_ns,
+        null::bigint as in_msg_nelems, null::bigint as out_msg_nelems, null::bigint as group_size,
+        null::varchar as dtype,
+        'stream ' || stream as process_group_name,
+        null::varchar as process_group_ranks, null::bigint as seq, 'kernel_name' as source
+    from int_kernels_classified
+    where kernel_type = 'COMMUNICATION'
+        and source_table = 'kernels'
+        and run_id not in (select run_id from kernel_instances)
+        and run_id not in (select run_id from cpu_instances)
+),
+
 instances as (
     select * from kernel_instances
     union all
     select * from cpu_instances
+    union all
+    select * from kernel_name_instances
 ),
 
 keyed as (

@@ -1,6 +1,6 @@
 -- One row per GPU-timeline event that HTA 0.5.0 analyses as "stream != -1": kernels, memcpy, memset (typed by
--- int_kernels_classified) and cuda_sync rows that carry a stream (Stream Sync, Stream Wait Event; typed with the
--- same get_kernel_type rules: names containing "Sync" are OTHER, "Stream Wait Event" is COMPUTATION).
+-- int_kernels_classified) and cuda_sync rows that carry a stream (Stream Sync, Stream Wait Event; typed by HTA's
+-- get_kernel_type: names containing "Sync" are OTHER, "Stream Wait Event" is COMPUTATION).
 -- HTA's window filter: with two or more ProfilerSteps, an event with a correlation id is kept only when a kept
 -- runtime call (int_hta_runtime) has that correlation; an event without one counts as a CPU row and is kept when
 -- it starts before the last step. Times are HTA's integer µs relative to the trace base, computed as HTA computes
@@ -18,11 +18,8 @@ device_events as (
     union all by name
     select
         run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation,
-        case
-            when name like 'nccl%Kernel%' or contains(name, 'Memcpy') or starts_with(name, 'Memset')
-                or contains(name, 'Sync') then 'OTHER'
-            else 'COMPUTATION'
-        end as kernel_type,
+        -- a sync row is never communication nor memory (Stream Sync, Event Sync, Context Sync: OTHER)
+        if(contains(name, 'Sync'), 'OTHER', 'COMPUTATION') as kernel_type,
         event_idx,
         'gpu_syncs' as source_table
     from gpu_syncs

@@ -4,9 +4,11 @@
 -- As in HTA, edges are taken one at a time, so where several meet at one instant each state between them is a
 -- piece of length 0: HTA reports such a state as a kernel type with 0 µs (a zero-length MEMORY interval, or
 -- "COMPUTATION overlapping COMMUNICATION" where a communication interval ends as a computation one starts).
--- Order at an instant: by type (COMPUTATION, COMMUNICATION, MEMORY), a start before an end, which is HTA's order
--- when its sorts keep ties in insertion order (they do on small frames; numpy's quicksort gives no such promise
--- on large ones, where HTA's zero-length states can differ run to run).
+-- Order at an instant: every start before any end, then by type (COMPUTATION, COMMUNICATION, MEMORY). HTA sorts
+-- the edges by time with numpy's quicksort, which keeps ties in insertion order (by type, a start before an end of
+-- one type) on up to 16 edges only: on a real trace, where one type's interval ends as another's starts, it takes
+-- the start first about always and reports "X overlapping Y" for 0 µs. Starts first, the row is always there (on
+-- a trace of fewer than 17 edges HTA may leave it out).
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::_get_gpu_kernel_type_time,
 -- communication_analysis.py::get_comm_comp_overlap; see ANCHORS.md §2.3
 with
@@ -38,7 +40,7 @@ segments as (
         lead(time_us) over sweep - time_us as length_us
     from edges
     window sweep as (
-        partition by run_id, trace_id order by time_us, bit, is_end, ts_us rows unbounded preceding
+        partition by run_id, trace_id order by time_us, is_end, bit, ts_us rows unbounded preceding
     )
 )
 

@@ -1,9 +1,19 @@
--- One row per GPU activity (kernels, gpu_memcpy, gpu_memset rows) with its HTA kernel type:
--- COMMUNICATION if the name matches ^nccl.*Kernel, MEMORY if ^Memcpy|^Memset|^dma, COMPUTATION unless the name
--- matches ^nccl.*Kernel|^.*Memcpy|^Memset|^.*Sync, otherwise OTHER (the regexes are anchored at the start like re.match;
--- as LIKE, starts_with and contains they cost a third of the time, the same on any name without a line break).
+-- One row per GPU activity (kernels, gpu_memcpy, gpu_memset rows) with its HTA kernel type and whether it is
+-- communication. is_communication is THE classification of communication kernels, which every model reads (through
+-- this model's is_communication or kernel_type): the collective libraries' kernels, named from the start of the
+-- name (NCCL and RCCL ncclKernel_*/ncclDevKernel_* as HTA's ^nccl.*Kernel, RCCL rccl*, MSCCL msccl*, Huawei HCCL
+-- hccl*/hcom_*), and custom collective kernels, named anywhere but in a Triton kernel (torch symmetric memory's
+-- multimem/one_shot/two_shot_all_reduce, vLLM/SGLang cross_device_reduce, TensorRT-LLM/FlashInfer allreduce_fusion,
+-- AMD quickreduce, DeepEP deep_ep::, NVSHMEM, MSCCL++, any kernel named all_reduce, all_gather, reduce_scatter or
+-- all_to_all; an Inductor-fused all_gather_copy_in is a copy).
+-- kernel_type as HTA: COMMUNICATION if communication, MEMORY if ^Memcpy|^Memset|^dma, COMPUTATION unless the
+-- name matches ^.*Memcpy|^Memset|^.*Sync, otherwise OTHER (HTA's regexes are anchored at the start like re.match; as
+-- LIKE, starts_with and contains they cost a third of the time, the same on any name without a line break, and
+-- DuckDB runs them once per distinct name of a Parquet dictionary, where a regexp runs on every row).
+-- Deliberate difference from HTA: HTA's COMMUNICATION is ^nccl.*Kernel only, so it counts RCCL's rccl*, HCCL and
+-- custom all-reduce kernels as computation.
 -- Stable interface read by other models: run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns,
--- correlation, kernel_type (then event_idx, external_id, source_table).
+-- correlation, kernel_type, is_communication (then event_idx, external_id, source_table).
 -- source: holistictraceanalysis 0.5.0 hta/utils/utils.py::get_kernel_type; see ANCHORS.md §2.2
 with
 
@@ -22,6 +32,24 @@ gpu_activity as (
         run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation,
         event_idx, external_id, 'gpu_memset' as source_table
     from gpu_memset
+),
+
+classified as (
+    select
+        *,
+        name like 'nccl%Kernel%' or starts_with(name, 'rccl') or starts_with(name, 'msccl') or name ilike 'hccl%'
+            or starts_with(name, 'hcom_')
+            or (
+                not starts_with(name, 'triton_')
+                and (
+                    name ilike '%all_reduce%' or name ilike '%allreduce%' or name ilike '%all_gather%'
+                    or name ilike '%allgather%' or name ilike '%reduce_scatter%' or name ilike '%reducescatter%'
+                    or name ilike '%all_to_all%' or name ilike '%alltoall%' or contains(name, 'cross_device_reduce')
+                    or contains(name, 'quickreduce') or contains(name, 'deep_ep::') or contains(name, 'nvshmem')
+                    or contains(name, 'mscclpp')
+                )
+            ) as is_communication
+    from gpu_activity
 )
 
 select
@@ -37,13 +65,14 @@ select
     end_ns,
     correlation,
     case
-        when name like 'nccl%Kernel%' then 'COMMUNICATION'
+        when is_communication then 'COMMUNICATION'
         when starts_with(name, 'Memcpy') or starts_with(name, 'Memset') or starts_with(name, 'dma') then 'MEMORY'
         when not (contains(name, 'Memcpy') or starts_with(name, 'Memset') or contains(name, 'Sync'))
             then 'COMPUTATION'
         else 'OTHER'
     end as kernel_type,
+    is_communication,
     event_idx,
     external_id,
     source_table
-from gpu_activity
+from classified

@@ -1,16 +1,22 @@
--- One row per [memory] allocator event with its integer device (-1 for CPU, the CUDA device id otherwise, null for
--- other device types), whether it is on the memory curve (has an Addr and both totals), and the innermost node of
--- torch-tb-profiler's op tree containing its ts ([start, end)) on the same tid: node_pos/node_event_idx, and
--- attached_to_op when that node is an operator node (records whose innermost node is a ProfilerStep, module,
--- DataLoader or Optimizer range, or that lie outside every range, are attached to no op, as in tb_plugin).
--- source: torch-tb-profiler 0.4.3 memory_parser.py (MemoryParser.find_memory_nodes), node.py::is_operator_node
+-- One row per [memory] allocator event with its integer device (-1 for CPU, the device id for an accelerator, null for
+-- the device types that hold no memory of their own), whether it is on the memory curve (has an Addr and both
+-- totals), and the innermost node of torch-tb-profiler's op tree containing its ts ([start, end)) on the same tid:
+-- node_pos/node_event_idx, and attached_to_op when that node is an operator node (records whose innermost node is a
+-- ProfilerStep, module, DataLoader or Optimizer range, or that lie outside every range, are attached to no op, as in
+-- tb_plugin). net_allocated_bytes is the running sum of Bytes per device in time order: what the device allocated
+-- since the trace began, the one curve 2021-format traces allow (their events have no totals and no Addr).
+-- Device Type is c10::DeviceType: CPU 0; the accelerators CUDA 1, HIP 6 (ROCm), XPU 12, MPS 13, HPU 15, MTIA 19,
+-- PrivateUse1 20 and the rest are devices; MKLDNN 2 and IDEEP 5 (CPU layouts), Meta 14 and Lazy 17 (no storage) are
+-- not. tb_plugin knows only CPU and CUDA, and so drops the GPU memory of ROCm, XPU and MTIA traces: we do not.
+-- source: torch-tb-profiler 0.4.3 memory_parser.py (MemoryParser.find_memory_nodes), node.py::is_operator_node;
+-- c10/core/DeviceType.h (torch/headeronly/core/DeviceType.h)
 with
 
 records as (
     select
         run_id, trace_id, rank, pid, tid, event_idx, ts_ns, bytes, total_allocated_bytes, total_reserved_bytes,
         addr, device_type, device_id,
-        case device_type when 0 then -1 when 1 then device_id end as device
+        case when device_type = 0 then -1 when device_type not in (2, 5, 14, 17) then device_id end as device
     from memory_events
 ),
 
@@ -87,6 +93,9 @@ select
     addr is not null
         and total_allocated_bytes is not null
         and total_reserved_bytes is not null as on_curve,
+    sum(bytes) over (
+        partition by trace_id, device order by ts_ns, event_idx rows unbounded preceding
+    ) as net_allocated_bytes,
     node_pos,
     node_event_idx,
     node_name,

@@ -3,6 +3,9 @@
 -- end, last end of the device ops launched by runtimes lying fully inside the host step)), with trailing steps
 -- that launched nothing dropped, and the last step dropped when it launched < 80 % of the previous step's device ops.
 -- Without ProfilerStep#N there is one step 0 = [min, max] of the host Operator (and legacy `Python`) events.
+-- Deliberate difference: a trace without those either (GPU-only: runtime calls and kernels, as a profiler that
+-- records no CPU ops writes it) gets one step 0 spanning its runtime calls and device activity, where tb_plugin
+-- keeps its empty sentinel step [sys.maxsize, -sys.maxsize - 1] and reports a negative step and no utilization.
 -- Runtime here means the legacy `Runtime` category only, as in 0.4.3 (so modern traces keep their host ranges).
 -- grain: run_id, trace_id, step
 -- source: torch-tb-profiler 0.4.3 event_parser.py StepParser (parse_steps, _find_device_steps, _update_steps_duration); ANCHORS.md §3.3
@@ -19,15 +22,28 @@ host_events as (
     select run_id, trace_id, rank, ts_ns, end_ns from python_functions where lower(cat) = 'python'
 ),
 
+-- a trace's timed events: host ones first, else (GPU-only) its runtime calls and device activity
+timed_events as (
+    select run_id, trace_id, rank, ts_ns, end_ns, true as is_host from host_events
+    union all
+    select run_id, trace_id, rank, ts_ns, end_ns, false from runtime_calls
+    union all
+    select run_id, trace_id, rank, ts_ns, end_ns, false from kernels
+    union all
+    select run_id, trace_id, rank, ts_ns, end_ns, false from gpu_memcpy
+    union all
+    select run_id, trace_id, rank, ts_ns, end_ns, false from gpu_memset
+),
+
 whole_trace_step as (
     select
         run_id,
         trace_id,
         any_value(rank) as rank,
         0::bigint as step,
-        min(ts_ns) as host_start_ns,
-        max(end_ns) as host_end_ns
-    from host_events
+        coalesce(min(ts_ns) filter (where is_host), min(ts_ns)) as host_start_ns,
+        coalesce(max(end_ns) filter (where is_host), max(end_ns)) as host_end_ns
+    from timed_events
     group by run_id, trace_id
 ),
 

@@ -1,6 +1,9 @@
 -- One row per event interval that torch-tb-profiler 0.4.3 puts in one of its step-time roles (before merging):
--- 0 Kernel (kernels whose External id is not a communication op's), 1 Memcpy, 2 Memset, 3 Communication (those
--- kernels plus the communication op ranges themselves), 4 Runtime, 5 DataLoader, 6 CPU Exec.
+-- 0 Kernel (other kernels), 1 Memcpy, 2 Memset, 3 Communication (communication kernels, int_kernels_classified's
+-- one classification, kernels sharing the External id of a communication op, as tb_plugin links them, and the
+-- communication op ranges themselves), 4 Runtime, 5 DataLoader, 6 CPU Exec. Deliberate difference: tb_plugin finds
+-- communication kernels only under nccl:*/gloo:* ops, so NCCL/RCCL kernels launched by record_param_comms (whose
+-- External id is its own) are computation to it.
 -- 0.4.3 only knows the legacy category `Runtime` (not cuda_runtime), and drops every user_annotation except
 -- ProfilerStep#N and the communication names; both follow from its EventTypeMap / create_trace_event.
 -- grain: run_id, trace_id, role, event_idx
@@ -24,13 +27,13 @@ gpu_kernels as (
         kernels.event_idx,
         kernels.ts_ns,
         kernels.end_ns,
-        comm_external_ids.trace_id is not null as is_comm
-    from kernels
+        kernels.is_communication or comm_external_ids.trace_id is not null as is_comm
+    from int_kernels_classified as kernels
     left join comm_external_ids
         on kernels.run_id = comm_external_ids.run_id
         and kernels.trace_id = comm_external_ids.trace_id
         and kernels.external_id is not distinct from comm_external_ids.external_id
-    where lower(kernels.cat) = 'kernel'
+    where kernels.source_table = 'kernels' and lower(kernels.cat) = 'kernel'
 ),
 
 host_ops as (

@@ -1,10 +1,13 @@
 -- One row per record_function annotation name of a trace (user_annotation ranges on the host, ProfilerStep#N
--- included under their own names, as HTA keeps them), over HTA's window (int_hta_window: the last ProfilerStep is
--- left out when there are two or more) in HTA's whole-µs clock: calls and total_cpu_ns = count and Σ duration of the host
--- ranges (HTA get_gpu_user_annotation_breakdown(use_gpu_annotation=False)); total_device_ns = Σ duration of the
--- name's gpu_user_annotation ranges, the span Kineto records on the device for the kernels launched inside the
--- annotation (HTA get_gpu_user_annotation_breakdown(), the default use_gpu_annotation=True); device_kernel_count =
+-- included under their own names, as HTA keeps them), in HTA's whole-µs clock: calls and total_cpu_ns = count and
+-- Σ duration of every host range (HTA get_gpu_user_annotation_breakdown(use_gpu_annotation=False) on the trace
+-- loaded with include_last_profiler_step=True); total_device_ns = Σ duration of the name's gpu_user_annotation
+-- ranges over HTA's window (int_hta_window: those starting before the last ProfilerStep when there are two or
+-- more), the span Kineto records on the device for the kernels launched inside the annotation (HTA
+-- get_gpu_user_annotation_breakdown(), the default use_gpu_annotation=True, default window); device_kernel_count =
 -- kernels launched by the annotation and every op inside it (int_op_nodes).
+-- Deliberate difference: HTA's default window leaves out the last step's host annotations too, so a 3-step trace
+-- counted 2 forward passes; the window exists for the device side, whose last step the profiler may cut short.
 -- Deliberate difference: a trace with no gpu_user_annotation at all (older Kineto, HTA returns nothing) gets the
 -- device time of the kernels/memcpy/memset launched inside instead (key_averages' device total of the annotation);
 -- device_time_source says which ('gpu_user_annotation' or 'launched_kernels'). Kineto gives a kernel only its
@@ -13,9 +16,9 @@
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py get_gpu_user_annotation_breakdown
 with
 
--- HTA's window and clock: with two or more ProfilerSteps only ranges starting before the last step are kept (an
--- annotation has no correlation, so HTA filters the device ones by start time too); times are integer µs from the
--- trace base, start rounded up and end down.
+-- HTA's clock: integer µs from the trace base, start rounded up and end down. HTA's window on the device ranges:
+-- with two or more ProfilerSteps only those starting before the last step (an annotation has no correlation, so
+-- HTA filters the device ones by start time).
 ranges as (
     select
         annotations.* replace (
@@ -25,7 +28,9 @@ ranges as (
         )
     from annotations
     join int_hta_window as hta_window using (run_id, trace_id)
-    where hta_window.cutoff_us is null or (annotations.ts_ns - hta_window.base_ns + 999) // 1000 < hta_window.cutoff_us
+    where not coalesce(annotations.on_device, false)
+        or hta_window.cutoff_us is null
+        or (annotations.ts_ns - hta_window.base_ns + 999) // 1000 < hta_window.cutoff_us
 ),
 
 by_name as (

@@ -22,7 +22,8 @@
 -- without HTA's annotations and python functions in the stack, which only change which event an edge is attributed
 -- to; negative weights (clock skew: a kernel starting before its launch, overlapping kernels on a stream) count 0,
 -- where HTA refuses a step with one below -1 µs; queue lengths and syncs are per (device, stream), HTA's per stream;
--- legacy `Operator`/`Runtime` traces and every launch name of int_launch_calls take part; on a tie between two
+-- legacy `Operator`/`Runtime` traces and every launch name of int_launch_calls take part; the backward thread's
+-- events join the forward thread's chain, as HTA after 0.5.0 merges them; on a tie between two
 -- equally long paths the path stays on its thread or stream. Mapping of HTA's bound_by: cpu_bound = cpu,
 -- gpu_compute_bound = gpu_compute, gpu_communication_bound = communication, gpu_kernel_launch_overhead and the
 -- zero-weight sync/dependency edges = launch_sync, gpu_kernel_kernel_overhead = idle.
@@ -32,7 +33,8 @@
 -- column: path_ns: length of the step's critical path (the same on every row of the step)
 -- column: step_ns: the ProfilerStep#N range's duration, for scale (the path can end after it, on the GPU)
 -- grain: run_id, trace_id, step, bound_by
--- source: holistictraceanalysis 0.5.0 hta/analyzers/critical_path_analysis.py (CPGraph, bound_by)
+-- source: holistictraceanalysis 0.5.0 hta/analyzers/critical_path_analysis.py (CPGraph, bound_by); its main branch
+-- (f4d0062) CPGraph._construct_graph_from_call_stacks for the backward thread
 with
 
 categories as (
@@ -58,6 +60,27 @@ host_events as (
     from runtime_calls
 ),
 
+-- The backward pass usually runs on the autograd engine's thread, launching kernels while the forward thread waits
+-- for it. As HTA (after 0.5.0) does, when one thread alone holds host events named *forward* and another alone
+-- *autograd*, the backward thread's events join the forward thread's chain: else a backward thread starts its chain
+-- from nothing in each step, the GPU work it queues is never on the path, and a step whose GPU runs behind reads
+-- "100 % cpu" (a 2021 ResNet-50 trace: the path stopped at the host's 174 ms, its kernels ran to 188 ms).
+pass_threads as (
+    select
+        run_id,
+        trace_id,
+        if(count(distinct tid) filter (where contains(name, 'forward')) = 1,
+           any_value(tid) filter (where contains(name, 'forward')), null) as forward_tid,
+        if(count(distinct tid) filter (where contains(name, 'autograd')) = 1,
+           any_value(tid) filter (where contains(name, 'autograd')), null) as backward_tid
+    from (
+        select run_id, trace_id, tid, name from cpu_ops
+        union all
+        select run_id, trace_id, tid, name from annotations where not coalesce(on_device, false)
+    )
+    group by run_id, trace_id
+),
+
 -- Each step's stretch of the trace: from its start to the next step's start, so that the stretches are disjoint.
 step_stretches as (
     select
@@ -69,9 +92,16 @@ step_stretches as (
 -- The events starting inside a step, as HTA clips one annotation instance: those of the step that started last
 -- before them (a range join over the disjoint stretches; an ASOF join sorted every host event).
 step_host as materialized (
-    select steps.step, hash(host_events.trace_id, steps.step, 'thread', host_events.pid, host_events.tid) as lane,
+    select
+        steps.step,
+        hash(
+            host_events.trace_id, steps.step, 'thread', host_events.pid,
+            if(host_events.tid = pass_threads.backward_tid, coalesce(pass_threads.forward_tid, host_events.tid),
+               host_events.tid)
+        ) as lane,
         host_events.*
     from host_events
+    left join pass_threads using (run_id, trace_id)
     join step_stretches as steps
         on host_events.run_id = steps.run_id
         and host_events.trace_id = steps.trace_id

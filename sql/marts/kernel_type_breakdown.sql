@@ -2,8 +2,8 @@
 -- HTA's kernel_type_df. COMPUTATION, COMMUNICATION and MEMORY events are each merged into busy intervals, then a
 -- sweep with bit values 1/2/4 names every instant by the types running ("COMPUTATION overlapping COMMUNICATION"
 -- etc., in that order). time_ratio = total_ns / the trace's summed total_ns (HTA reports it ×100, rounded to 0.1).
--- A state held only for an instant (a 0 µs interval, or edges of two types meeting) is a row with total_ns 0, as
--- HTA reports it (see int_hta_type_segments).
+-- A state held only for an instant (a 0 µs interval, or an interval of one type ending as one of another starts:
+-- "X overlapping Y") is a row with total_ns 0, as HTA reports it (see int_hta_type_segments).
 -- OTHER events (sync rows) are not classes here, as in HTA (include_memory_kernels=True, the TraceAnalysis default).
 -- Mimics HTA 0.5.0 exactly: integer-µs timestamps (×1000 here) and HTA's window (see int_hta_window).
 -- grain: run_id, trace_id, kernel_type

@@ -17,12 +17,19 @@
 -- Bytes per element from the `Input type` names as TraceLens' name2bpe (double/long int 8; float/int/scalar 4;
 -- half/bfloat16 2; float8/char 1). profiler_flops keeps the profiler's own `flops` arg where the trace has one.
 -- Deliberate differences from TraceLens: GEMM and convolution FLOPs leave out the bias add, as torch's own count
--- (with_flops) does, so that ours equal torch's for every op torch counts; the added tensor of addmm/baddbmm is
--- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is.
+-- (with_flops) does, so that ours equal torch's for every op torch counts (but add/mul whose first input is the
+-- smaller of a broadcast: torch counts that input's elements, not the output's); the added tensor of addmm/baddbmm is
+-- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is; an
+-- op folded into a same-name caller (add.Scalar forwarding to add.Tensor) is one call, as torch counts it, where
+-- TraceLens counts two (and their FLOPs twice).
 -- Ops outside these families, or with shapes or concrete inputs the formulas cannot read, have no row.
+-- An op and the op it calls both have rows (aten::linear and its addmm, matmul and its mm/bmm, attention and its
+-- flash op, conv2d down to _convolution), each with the same FLOPs: a run's FLOPs are
+-- sum(flops) filter (where owns_flops), the rows no op below counted again.
 -- grain: run_id, trace_id, op_name, input_dims
 -- source: TraceLens (AMD-AGI/TraceLens) TraceLens/PerfModel/perf_model.py and torch_op_mapping.py; torch
 -- with_flops (torch/csrc/profiler/util.cpp computeFlops)
+-- column: owns_flops: no op inside these calls counted FLOPs of the same kind of work again: sum flops over these rows
 with
 
 ops as (
@@ -31,6 +38,9 @@ ops as (
         nodes.trace_id,
         nodes.rank,
         nodes.name as op_name,
+        nodes.thread_no,
+        nodes.pos,
+        nodes.last_pos,
         nodes.device_total_ns,
         shapes.input_dims,
         shapes.arg_dims as d,
@@ -193,12 +203,12 @@ elementwise as (
                 when t[2] in ('c10::half', 'c10::bfloat16') then 2
                 when t[2] is not null and t[2] != '' then 1
             end as bpe2,
-            -- numpy broadcasting: shapes aligned on the right, a missing dim counts 1
+            -- torch broadcasting aligns shapes on the right, a missing leading dim counting 1: the i-th dims
+            -- from the end pair up (the output's dims come out last first, which its product ignores)
             list_transform(
                 range(1, greatest(len(coalesce(d[1], [])), len(coalesce(d[2], []))) + 1),
                 i -> greatest(
-                    coalesce(d[1][i - greatest(len(coalesce(d[1], [])), len(coalesce(d[2], []))) + len(coalesce(d[1], []))], 1),
-                    coalesce(d[2][i - greatest(len(coalesce(d[1], [])), len(coalesce(d[2], []))) + len(coalesce(d[2], []))], 1)
+                    coalesce(list_reverse(coalesce(d[1], []))[i], 1), coalesce(list_reverse(coalesce(d[2], []))[i], 1)
                 )
             ) as out_dims
         from sized
@@ -228,20 +238,49 @@ norm as (
 ),
 
 modelled as (
-    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
     from gemm
     union all by name
-    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
     from sdpa
     union all by name
-    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
     from conv
     union all by name
-    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
     from elementwise
     union all by name
-    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
     from norm
+),
+
+-- A call owns its FLOPs when no op below it in its thread's tree counted FLOPs of the same kind of work: a
+-- subtree is positions pos .. last_pos, so the next such call in pos order is a descendant exactly when it starts
+-- within last_pos. Kinds: matrix products (GEMM, attention, convolution: linear over addmm, matmul over mm/bmm,
+-- attention over its flash kernel op or its math path's bmm, conv2d over convolution over _convolution),
+-- normalization (layer_norm over native_layer_norm), elementwise. Work of another kind inside an op is its own
+-- (the bias copy_ inside a CPU addmm, the bias add_ inside _convolution: the GEMM and CONV formulas leave it out).
+owned as (
+    select
+        *,
+        coalesce(
+            lead(pos) over (
+                partition by thread_no, case
+                    when family in ('GEMM', 'SDPA', 'CONV') then 'matrix'
+                    when family in ('layer_norm', 'batch_norm') then 'normalization'
+                    else 'elementwise'
+                end
+                order by pos
+            ) > last_pos,
+            true
+        ) as owns_flops
+    from modelled
+    where flops is not null
 ),
 
 per_shape as (
@@ -258,24 +297,11 @@ per_shape as (
         -- calls of one shape in several dtypes: the dtype holding most device time sets the peak (deterministic)
         arg_max(bpe, {'device_ns': device_total_ns, 'bpe': bpe}) as bytes_per_element,
         sum(profiler_flops)::bigint as profiler_flops,
+        -- calls of one op and shapes dispatch alike: every call owns its FLOPs or none does
+        bool_and(owns_flops) as owns_flops,
         any_value(rank) as rank
-    from modelled
-    where flops is not null
+    from owned
     group by all
-),
-
-trace_gpus as (
-    select trace_id, min(device_name) as device_name
-    from devices
-    where device >= 0
-    group by all
-),
-
-trace_peaks as (
-    select trace_gpus.trace_id, trace_gpus.device_name, peaks.*
-    from trace_gpus
-    join int_gpu_peaks as peaks on regexp_matches(trace_gpus.device_name, peaks.name_pattern, 'i')
-    qualify row_number() over (partition by trace_gpus.trace_id order by peaks.priority) = 1
 ),
 
 rated as (
@@ -293,7 +319,7 @@ rated as (
         if(per_shape.total_device_ns > 0, per_shape.bytes / per_shape.total_device_ns / 1000, null) as tb_per_s,
         if(per_shape.bytes > 0, per_shape.flops / per_shape.bytes, null) as arithmetic_intensity
     from per_shape
-    left join trace_peaks using (trace_id)
+    left join int_trace_peaks as trace_peaks using (trace_id)
 )
 
 select
@@ -317,6 +343,7 @@ select
     family,
     bytes_per_element,
     profiler_flops,
+    owns_flops,
     gpu_model,
     peak_tflops_per_s,
     peak_tb_per_s,

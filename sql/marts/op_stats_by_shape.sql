@@ -2,7 +2,9 @@
 -- op_stats split by the op's `Input Dims` (int_op_shapes: minified JSON with torch's input_shapes conventions;
 -- `[]` for ops recorded without shapes). Figures per node come from int_op_nodes; an op merged into a same-name
 -- parent (an overload wrapper, torch's EventList._remove_dup_nodes) counts its self time under its parent's
--- shapes, as torch's removal moves it there.
+-- shapes, as torch's removal moves it there. So a scalar overload forwarding to its tensor overload (add.Scalar
+-- of `[[1],[],[]]` calling add.Tensor, div.Scalar calling div.Tensor) is one call; TraceLens' per-op-type sheets,
+-- which split rows by `Input type`, count the wrapper and its callee as two.
 -- grain: run_id, trace_id, op_name, input_dims
 -- source: torch.autograd.profiler_util EventList.key_averages(group_by_input_shapes=True) (torch 2.x)
 with

@@ -2,19 +2,24 @@
 -- one sentence of advice. source 'tb_plugin': torch-tb-profiler 0.4.3's Overview "Performance Recommendation" rules
 -- with its thresholds (RunProfileData.analyze): DataLoader > 5 % and communication > 10 % of the step time (means
 -- over steps, from step_breakdown), a GPU under 50 % utilization (gpu_metrics), tensor cores unused (no kernel time
--- on tensor-core kernels) while TC-eligible ops launch kernels on a device of compute capability >= 7 (eligible
--- ops: tb_plugin's TC_OP_Allowlist; their kernels found by External id, so the innermost op owns a kernel, as
--- tb_plugin's bottom-most eligible op does; deliberate difference: tb_plugin 0.4.3 links kernels to ops only through
--- the legacy `Runtime` category, so on modern traces (cuda_runtime) its eligible share is 0 and the rule never
--- fires; we link them in every format), peak allocated memory > 90 % of a GPU's totalGlobalMem, DataParallel
+-- on tensor/matrix-core kernels, kernel_stats.uses_tensor_cores, NVIDIA and AMD) while TC-eligible ops launch
+-- kernels on a device of compute capability >= 7 (eligible ops: tb_plugin's TC_OP_Allowlist; their kernels found by
+-- External id, so the innermost op owns a kernel, as tb_plugin's bottom-most eligible op does; deliberate
+-- differences: tb_plugin 0.4.3 links kernels to ops only through the legacy `Runtime` category, so on modern traces
+-- (cuda_runtime) its eligible share is 0 and the rule never fires; we link them in every format; and the advice,
+-- autocast to FP16/BF16, is not given where half or more of the eligible ops' kernel time (of ops recorded with
+-- their dtypes) is in ops whose first input is half, bfloat16, FP8, FP4 or 8-bit already, whatever their kernels
+-- are named), peak allocated memory > 90 % of a GPU's totalGlobalMem, DataParallel
 -- over several devices, DDP without an NCCL op on a device of compute capability >= 3.5. source 'tracelake': rules
 -- from the diagnosis tables: a straggler rank (stragglers.is_straggler), warmup steps inside the window
 -- (step_health.is_warmup), a dead window (the steps' first-op gaps over 10 % of their time) and launch-bound steps
 -- (half or more of the steps that launch device work have a mean launch-to-start delay under 20 µs: the device
--- queue runs empty and waits for the host).
+-- queue runs empty and waits for the host), a process group whose exposed communication is over 10 % of the step
+-- time (comm_by_group; the group exposing most), a pipeline stage idling over 10 points of the step more than its
+-- schedule's ideal bubble (pipeline_stages).
 -- grain: run_id, trace_id, rule
 -- source: torch-tb-profiler 0.4.3 profiler/data.py (RunProfileData.analyze, _analyze_distributed_metrics,
--- _analyze_gpu_metrics), tensor_cores_parser.py, tensor_core.py; stragglers, step_health
+-- _analyze_gpu_metrics), tensor_cores_parser.py, tensor_core.py; stragglers, step_health, comm_by_group, pipeline_stages
 with
 
 trace_ranks as (
@@ -99,14 +104,25 @@ op_kernels as (
         kernels.run_id,
         kernels.trace_id,
         kernels.dur_ns,
-        cpu_ops.name in (select name from tc_eligible_ops) as tc_eligible
+        cpu_ops.name in (select name from tc_eligible_ops) as tc_eligible,
+        -- the op's first input's dtype: half, bfloat16, FP8, FP4 and 8-bit integer GEMMs are already low precision
+        lower(json_extract_string(cpu_ops.input_types, '$[0]')) as dtype
     from kernels
     join cpu_ops using (run_id, trace_id, external_id)
 ),
 
 tc_eligible_time as (
     select
-        run_id, trace_id, coalesce(sum(dur_ns) filter (where tc_eligible), 0) / nullif(sum(dur_ns), 0) as tc_eligible_ratio
+        run_id,
+        trace_id,
+        coalesce(sum(dur_ns) filter (where tc_eligible), 0) / nullif(sum(dur_ns), 0) as tc_eligible_ratio,
+        sum(dur_ns) filter (
+            where tc_eligible and (
+                dtype in ('c10::half', 'c10::bfloat16', 'signed char', 'unsigned char')
+                or dtype like 'c10::float8%' or dtype like 'c10::float4%'
+            )
+        ) / nullif(sum(dur_ns) filter (where tc_eligible and dtype is not null and dtype != ''), 0)
+            as low_precision_ratio
     from op_kernels
     group by run_id, trace_id
 ),
@@ -125,6 +141,8 @@ tensor_core_rule as (
     where first_device.compute_major >= 7
         and tc_kernel_time.tc_used_ratio = 0
         and tc_eligible_time.tc_eligible_ratio > 0
+        -- the advice is autocast: never where the eligible ops' kernel time is mostly in low-precision ops already
+        and coalesce(tc_eligible_time.low_precision_ratio, 0) < 0.5
 ),
 
 memory_use as (
@@ -268,6 +286,78 @@ launch_bound_rule as (
     where launch_bound_ratio >= 0.5
 ),
 
+-- A process group whose communication, not hidden under computation, is a large share of the steps (comm_by_group):
+-- the group exposing the most on each trace, with the phase where it exposes the most.
+group_phase_exposure as (
+    select
+        int_steps.run_id, int_steps.trace_id, any_value(int_steps.rank) as rank, comm.process_group, comm.phase,
+        any_value(comm.group_desc) as group_desc, any_value(comm.group_ranks) as group_ranks,
+        sum(comm.exposed_ns) as exposed_ns
+    from comm_by_group as comm
+    join int_steps
+        on int_steps.run_id = comm.run_id
+        and int_steps.rank = comm.rank
+        and int_steps.step = comm.step
+    group by int_steps.run_id, int_steps.trace_id, comm.process_group, comm.phase
+),
+
+group_exposure as (
+    select
+        exposure.run_id, exposure.trace_id, any_value(exposure.rank) as rank, exposure.process_group,
+        any_value(exposure.group_desc) as group_desc, any_value(exposure.group_ranks) as group_ranks,
+        sum(exposure.exposed_ns) / any_value(steps_time.total_ns) as exposed_ratio,
+        arg_max(exposure.phase, exposure.exposed_ns) as worst_phase
+    from group_phase_exposure as exposure
+    join (
+        select trace_id, sum(end_ns - start_ns) as total_ns from int_steps group by trace_id
+    ) as steps_time using (trace_id)
+    group by exposure.run_id, exposure.trace_id, exposure.process_group
+),
+
+exposed_group_rule as (
+    select
+        run_id, trace_id, rank, 'exposed_group_communication', 'exposed_step_ratio', exposed_ratio, 0.1, 'warning',
+        'tracelake',
+        format('{:.1f}% of the step time is communication of {} not hidden under computation, most of it in {}: '
+            || 'overlap it with computation by issuing it earlier and asynchronously (DDP/FSDP bucketing and '
+            || 'prefetch, async tensor parallelism) or send less (larger buckets, lower precision).',
+            exposed_ratio * 100,
+            coalesce(format('process group {} ({}, ranks {})', process_group, group_desc, group_ranks::varchar),
+                'a process group the trace does not name'),
+            worst_phase)
+    from group_exposure
+    where exposed_ratio > 0.1
+    qualify row_number() over (partition by run_id, trace_id order by exposed_ratio desc, process_group) = 1
+),
+
+-- A pipeline stage whose bubble exceeds its schedule's ideal by more than 10 points of the step (pipeline_stages).
+stage_bubbles as (
+    select
+        int_steps.run_id, int_steps.trace_id, any_value(int_steps.rank) as rank, any_value(stages.stage) as stage,
+        avg(stages.bubble_ratio) as bubble_ratio, avg(stages.ideal_bubble_ratio) as ideal_bubble_ratio,
+        sum(stages.wait_ns) / sum(stages.step_ns) as wait_ratio,
+        any_value(stages.stages) as stages, any_value(stages.microbatches) as microbatches
+    from pipeline_stages as stages
+    join int_steps
+        on int_steps.run_id = stages.run_id
+        and int_steps.rank = stages.rank
+        and int_steps.step = stages.step
+    where stages.ideal_bubble_ratio is not null
+    group by int_steps.run_id, int_steps.trace_id
+),
+
+pipeline_bubble_rule as (
+    select
+        run_id, trace_id, rank, 'pipeline_bubble', 'bubble_ratio', bubble_ratio, ideal_bubble_ratio + 0.1,
+        'warning', 'tracelake',
+        format('Pipeline stage {} idles {:.1f}% of its step where the {}-stage schedule with {} micro-batches idles '
+            || '{:.1f}%; {:.1f}% of the step waits for a neighbouring stage: balance the stages'' work, use more '
+            || 'micro-batches or an interleaved schedule.',
+            stage, bubble_ratio * 100, stages, microbatches, ideal_bubble_ratio * 100, wait_ratio * 100)
+    from stage_bubbles
+    where bubble_ratio > ideal_bubble_ratio + 0.1
+),
+
 fired as (
     select * from dataloader_rule
     union all select * from communication_rule
@@ -280,6 +370,8 @@ fired as (
     union all select * from warmup_rule
     union all select * from dead_window_rule
     union all select * from launch_bound_rule
+    union all select * from exposed_group_rule
+    union all select * from pipeline_bubble_rule
 )
 
 select

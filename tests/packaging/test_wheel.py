@@ -89,9 +89,23 @@ def test_the_installed_package_ingests_like_the_checkout(
         cwd=tmp_path,
     ))
     assert [t for t, n in installed_counts.items() if n == 0] == []
-    assert ingest(str(source), str(tmp_path / "checkout_lake")) == 0
+    assert ingest(str(source), str(tmp_path / "checkout_lake"), record=False) == 0
     con = tracelake.open_lake(str(tmp_path / "checkout_lake"))
     assert installed_counts == {t: con.execute(count.format(t)).fetchone()[0] for t in tables}
+
+
+@pytest.mark.slow
+def test_the_installed_command_describes_the_analysis_tables(installed: InstalledVenv, tmp_path: Path) -> None:
+    listed = subprocess.run([installed.bin("tracelake"), "tables", "--format", "json"], cwd=tmp_path,
+                            env=installed.env(), capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    layers = {row["table"]: row["layer"] for row in json.loads(listed.stdout)}
+    marts = {name for name, model in discover_models().items() if model.layer == "marts"}
+    assert {name for name, layer in layers.items() if layer == "marts"} == marts
+    one = subprocess.run([installed.bin("tracelake"), "tables", "step_breakdown"], cwd=tmp_path,
+                         env=installed.env(), capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.startswith("step_breakdown (marts): One row per step") and "communication_ns" in one.stdout
 
 
 @pytest.mark.slow

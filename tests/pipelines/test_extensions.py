@@ -5,6 +5,7 @@ damaged or fails its check is replaced by the wheel's, never loaded."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,14 @@ def test_a_damaged_installed_extension_is_replaced_by_the_wheels(extension_direc
     (connection,) = _connect(extension_directory, [True])
     assert connection["unchecked"] is False and "ducklake" in connection["loaded"]
     assert path.read_bytes() == genuine
+
+
+def test_an_account_without_a_home_loads_them_from_the_temporary_folder(tmp_path: Path) -> None:
+    code = ("from pipelines.lake.extensions import extension_connection; "
+            "con = extension_connection(('ducklake', 'sqlite'), {}); "
+            "print(con.execute(\"select install_path from duckdb_extensions() where extension_name = 'ducklake'\")"
+            ".fetchone()[0])")
+    env = {**os.environ, "HOME": str(tmp_path / "no-such-home"), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip().startswith(str(tmp_path / "tmp" / "tracelake-duckdb-extensions-"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -18,17 +19,36 @@ from pathlib import Path
 from torch_tb_profiler import consts
 from torch_tb_profiler.profiler import data as tb_data
 from torch_tb_profiler.profiler.data import DistributedRunProfileData, RunProfileData
+from torch_tb_profiler.profiler.event_parser import ProfileRole
 from torch_tb_profiler.profiler.loader import RunLoader
+from torch_tb_profiler.profiler.trace import EventTypes
+
+_HTA_COMMUNICATION = re.compile(r"nccl.*Kernel")  # hta/utils/utils.py get_kernel_type, as re.match
 
 _parsers: list = []
 
 
 class _RecordingEventParser(tb_data.EventParser):
-    """tb_plugin's own EventParser, remembered so that its final step ranges can be read afterwards."""
+    """tb_plugin's own EventParser, remembered so that its final step ranges can be read afterwards.
+
+    One deliberate difference is applied (our marts share one classification of communication kernels): tb_plugin
+    counts a kernel as Communication only when its External id is a nccl:*/gloo:* op's, so NCCL kernels launched by
+    record_param_comms (their own External id) or ROCm kernels (none) were computation to it. Here a kernel that
+    HTA's get_kernel_type calls COMMUNICATION (``^nccl.*Kernel``) takes the Communication role in the step partition,
+    as the marts do; every other role, and the communication nodes, stay tb_plugin's.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         _parsers.append(self)
+
+    def _parse_step(self, event, comm_nodes) -> None:  # noqa: ANN001 (tb_plugin's types)
+        if event.type == EventTypes.KERNEL and event.external_id not in comm_nodes and _HTA_COMMUNICATION.match(event.name):
+            self.role_ranges[ProfileRole.Communication].append((event.ts, event.ts + event.duration))
+            self.global_min_ts = min(self.global_min_ts, event.ts)
+            self.global_max_ts = max(self.global_max_ts, event.ts + event.duration)
+            return
+        super()._parse_step(event, comm_nodes)
 
 
 tb_data.EventParser = _RecordingEventParser  # data.py looks the class up in its module at call time

@@ -289,7 +289,9 @@ def annotated_gpu_lake(tmp_path_factory: pytest.TempPathFactory, shared_traces: 
     return root
 
 
-def _hta_annotation_breakdown(trace_file: Path, tmp: Path, *, use_gpu_annotation: bool) -> dict[str, float]:
+def _hta_annotation_breakdown(
+    trace_file: Path, tmp: Path, *, use_gpu_annotation: bool, include_last_profiler_step: bool = False
+) -> dict[str, float]:
     """HTA's user-annotation breakdown (sum in µs by name), with no grouping into "other"."""
     from hta.analyzers.breakdown_analysis import BreakdownAnalysis
     from hta.trace_analysis import TraceAnalysis
@@ -298,7 +300,7 @@ def _hta_annotation_breakdown(trace_file: Path, tmp: Path, *, use_gpu_annotation
     if not folder.exists():
         folder.mkdir(parents=True)
         (folder / "rank-0.json.gz").write_bytes(trace_file.read_bytes())
-    analysis = TraceAnalysis(trace_dir=str(folder))
+    analysis = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=include_last_profiler_step)
     frame = BreakdownAnalysis.get_gpu_user_annotation_breakdown(
         analysis.t, use_gpu_annotation=use_gpu_annotation, visualize=False, duration_ratio=1.0, num_kernels=10**6
     )
@@ -311,9 +313,17 @@ def test_annotation_stats_match_hta(annotated_gpu_lake: Path, run_id: str, tmp_p
     trace_file = next((annotated_gpu_lake / "src" / run_id).glob("*.json.gz"))
     ours = {r["annotation"]: r for r in read_mart(annotated_gpu_lake / "lake", "annotation_stats") if r["run_id"] == run_id}
     device = _hta_annotation_breakdown(trace_file, tmp_path, use_gpu_annotation=True)
-    host = _hta_annotation_breakdown(trace_file, tmp_path, use_gpu_annotation=False)
+    # the host side keeps the last step (HTA's window is for the device side, whose last step may be cut short)
+    host = _hta_annotation_breakdown(trace_file, tmp_path, use_gpu_annotation=False, include_last_profiler_step=True)
     assert device and host
     assert {name for name, row in ours.items() if row["calls"]} == set(host)
+    # every host annotation is a call, the last step's too (nccl_rank0_of_2: 3 steps, 3 forward passes)
+    events = json.loads(gzip.decompress(trace_file.read_bytes()))["traceEvents"]
+    recorded = defaultdict(int)
+    for event in events:
+        if event.get("cat") == "user_annotation" and event.get("ph") == "X":
+            recorded[event["name"]] += 1
+    assert {name: row["calls"] for name, row in ours.items() if row["calls"]} == recorded
     assert {name for name, row in ours.items() if row["total_device_ns"]} == set(device)
     for name, row in ours.items():
         assert row["device_time_source"] == "gpu_user_annotation"

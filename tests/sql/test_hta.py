@@ -331,7 +331,10 @@ def test_ns_resolution_trace_matches_hta(case, ns_lake):
     assert_temporal_breakdown(ta, mart_rows(lake, "temporal_breakdown", folder, trace))
     assert_kernel_type_breakdown(ta, mart_rows(lake, "kernel_type_breakdown", folder, trace))
     assert_idle_time(ta, mart_rows(lake, "idle_time", folder, trace))
-    # Rounding as HTA does, the figures agree to the µs, not just within the 0.5 % tolerance.
+    # Rounding as HTA does, the figures agree to the µs, not just within the 0.5 % tolerance, given the one
+    # deliberate difference (int_hta_merged_intervals): an event under a µs, -1 µs on HTA's integer clock, lasts 0.
+    for frame in ta.t.traces.values():
+        frame["dur"] = frame["dur"].clip(lower=0)
     ref = ta.get_temporal_breakdown(visualize=False).iloc[0]
     (ours,) = mart_rows(lake, "temporal_breakdown", folder, trace)
     assert (ours["idle_ns"], ours["compute_ns"], ours["non_compute_ns"]) == (

@@ -175,15 +175,28 @@ def test_steps_and_breakdown_match_tb_plugin(tb_shared: Built) -> None:
     assert compared >= 40
 
 
-def test_trace_without_host_events_has_no_step(tb_shared: Built) -> None:
+def test_trace_without_host_events_spans_its_events(tb_shared: Built) -> None:
     # Deliberate difference: legacy_categories_rank1 holds only kernels and runtimes. tb_plugin then keeps its
-    # sentinel step [sys.maxsize, -sys.maxsize - 1] and reports a negative total; we make no step, so its
-    # step-scoped GPU metrics are null.
-    ref = tb_shared.reference["files"][str(_source_path(tb_shared, "edge_cases", "legacy_categories_rank1"))]
+    # sentinel step [sys.maxsize, -sys.maxsize - 1] and reports a negative total; we make step 0 span the trace's
+    # runtimes and device activity, so the step and its GPU metrics have figures.
+    path = _source_path(tb_shared, "edge_cases", "legacy_categories_rank1")
+    ref = tb_shared.reference["files"][str(path)]
     assert ref["steps"] == [("0", (sys.maxsize, -sys.maxsize - 1))]
-    assert not tb_shared.rows("step_breakdown", run_id="edge_cases", trace_id="legacy_categories_rank1")
+    timed = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+             if e.get("ph") == "X" and e.get("cat") in ("Kernel", "Runtime", "Memcpy", "Memset")]
+    kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in timed if e["cat"] == "Kernel")
+    assert kernels and len(timed) > len(kernels)
+    start_us, end_us = min(e["ts"] for e in timed), max(e["ts"] + e["dur"] for e in timed)
+    (step,) = tb_shared.rows("step_breakdown", run_id="edge_cases", trace_id="legacy_categories_rank1")
+    assert step["step"] == 0
+    close(step["start_ns"], start_us, what="start")  # legacy absolute µs: ns = µs × 1000
+    close(step["total_ns"], end_us - start_us, what="total")
+    busy, reach = 0.0, float("-inf")  # the kernels' union
+    for ts, end in kernels:
+        busy += max(0.0, end - max(ts, reach))
+        reach = max(reach, end)
     (gpu,) = tb_shared.rows("gpu_metrics", run_id="edge_cases", trace_id="legacy_categories_rank1")
-    assert gpu["gpu_utilization_ratio"] is None and gpu["est_sm_efficiency_ratio"] is None
+    close_ratio(gpu["gpu_utilization_ratio"], busy / (end_us - start_us), step["total_ns"], what="utilization")
 
 
 def _source_path(built: Built, run_id: str, trace_id: str) -> Path:

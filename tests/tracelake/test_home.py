@@ -1,5 +1,6 @@
 """The local Dagster home: the dagster.yaml ``tracelake`` writes into a new home, what ``tracelake ingest``
-records there (as the assets' own runs would show them), and homes opened by several processes at once."""
+records for it and the records' sensor posts (as the assets' own runs would show them), and homes opened by several
+processes at once."""
 
 import os
 import sqlite3
@@ -12,7 +13,10 @@ import dagster as dg
 import pytest
 
 import dagster_project.home
+import dagster_project.record
 from dagster_project.home import _WRITTEN_BY_0_2, QUIET, dagster_home
+from dagster_project.outbox import records_folder
+from dagster_project.record import post_records
 from pipelines.tables import RAW_TABLES
 from tests.cli.conftest import tracelake as run_tracelake
 from tests.support.servers import EXAMPLE_TRACES
@@ -65,14 +69,19 @@ def test_an_ingest_records_each_asset_and_check_of_its_runs(tmp_path: Path, monk
     for _ in range(2):  # a run ingested again records again
         done = run_tracelake("ingest", str(EXAMPLE_TRACES / "simple_add"), "--lake", str(lake), env=env)
         assert done.code == 0, done.stdout + done.stderr
-        assert f"recorded 1 run in the Dagster instance at {home}" in done.stdout
+        assert f"recorded 1 run for the Dagster instance at {home}" in done.stdout
     unrecorded = run_tracelake("ingest", str(EXAMPLE_TRACES / "rocm_mi250"), "--lake", str(lake), "--no-record", env=env)
     assert unrecorded.code == 0 and "recorded" not in unrecorded.stdout, unrecorded.stdout
 
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     with dg.DagsterInstance.get() as instance:
+        sensor = dagster_project.record.tracelake_records_sensor  # what the UI's daemon runs
+        result = sensor(dg.build_sensor_context(instance=instance))
+        assert "posted 2 ingested runs" in str(result.skip_message)
+        assert post_records(instance) == []  # posted once
         recorded = _recorded(instance)
         assert instance.get_runs() == []  # recorded without running Dagster
+    assert list(records_folder(home).iterdir()) == []
     marts = {name for name, model in discover_models().items() if model.layer == "marts"}
     assert set(recorded["materializations"]) == ({f"raw/{t}" for t in RAW_TABLES} | {f"marts/{m}" for m in marts}
                                                  | {"report"})
@@ -87,6 +96,16 @@ def test_an_ingest_records_each_asset_and_check_of_its_runs(tmp_path: Path, monk
     assert str(lake / "reports" / "simple_add.html") in str(recorded["materializations"]["report"][0][1]["report"])
     for key, execution in recorded["checks"].items():
         assert execution is not None and execution.status.value == "SUCCEEDED", key
+
+
+def test_a_record_that_cannot_be_read_is_left_aside(tmp_path: Path, monkeypatch) -> None:
+    folder = records_folder(tmp_path / "home")
+    folder.mkdir(parents=True)
+    (folder / "broken.json").write_text("{not json")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    with dg.DagsterInstance.get() as instance:
+        assert post_records(instance) == []
+    assert [p.name for p in folder.iterdir()] == [".unreadable-.claimed-" + f"{os.getpid()}-broken.json"]
 
 
 OPEN_AT = """
@@ -121,7 +140,9 @@ def test_a_home_that_will_not_open_is_one_line_naming_it(tmp_path: Path) -> None
         con.execute("insert into alembic_version values ('5771160a95ad')")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     done = run_tracelake("ingest", str(EXAMPLE_TRACES / "simple_add"), "--lake", str(tmp_path / "lake"), env=env)
+    assert done.code == 0, done.stdout + done.stderr  # the lake does not depend on the home
+    done = run_tracelake("ui", "--lake", str(tmp_path / "lake"), "--port", "1", env=env)  # posting opens it
     assert done.code == 2, done.stdout + done.stderr
-    assert done.stderr.startswith(f"tracelake ingest: cannot open the Dagster home {home} ")
+    assert done.stderr.startswith(f"tracelake ui: cannot open the Dagster home {home} ")
     assert "more than one head" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr

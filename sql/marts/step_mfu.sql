@@ -1,0 +1,137 @@
+-- One row per rank and step of a trace recorded with shapes (record_shapes=True): the model FLOPs the step did, its
+-- time, the TFLOP/s achieved, and the model FLOPs utilization against the GPU's dense peak for the step's dtype.
+-- model_flops: the FLOPs of the step's matrix products, the work MFU counts (op_perf's GEMM, attention and
+-- convolution families; elementwise and normalization work is left out), each counted once, on the op that does it
+-- (op_perf's owns_flops: addmm, not the linear around it): per call, the profiler's own `flops` arg where the trace
+-- has one (with_flops=True), else op_perf's FLOPs for the call's op and shapes (its total over its calls). A call
+-- belongs to the step whose host range (int_steps) holds its start. A forward call run again in backward, as
+-- activation checkpointing recomputes, counts in hardware_flops only: a call inside int_phase_ranges' backward that
+-- records autograd history (a Sequence number; the backward's own ops record none).
+-- step_ns: int_steps. achieved_tflops_per_s = model_flops / step_ns. dtype: the element type holding most of the
+-- step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8). peak_tflops_per_s: the dense peak of the trace's GPU
+-- (deviceProperties.name, int_gpu_peaks) for that dtype (bf16 and fp16 share the tensor-core rate, fp32 the
+-- non-tensor-core rate). mfu_ratio = achieved_tflops_per_s / peak_tflops_per_s: null without a known peak (CPU
+-- traces, unknown GPUs). hardware_flops: model_flops plus recomputed FLOPs (HFU's numerator).
+-- grain: run_id, rank, step
+-- source: MFU as PaLM (Chowdhery et al. 2022, appendix B) defines it; FLOPs from op_perf (TraceLens' model, torch with_flops)
+-- column: model_flops: FLOPs of the step's matrix products, recomputation left out
+-- column: step_ns: the step's duration
+-- column: achieved_tflops_per_s: model_flops / step time, TFLOP/s
+-- column: peak_tflops_per_s: the GPU's dense peak for dtype, TFLOP/s (vendor data sheet)
+-- column: dtype: element type of most of the step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8)
+-- column: mfu_ratio: achieved / peak (null without a known peak)
+-- column: hardware_flops: model_flops plus forward work recomputed in backward
+-- column: gpu_model: the GPU whose peak applies
+with
+
+matrix_shapes as (
+    select trace_id, op_name, input_dims, flops / calls as flops_per_call
+    from op_perf
+    where owns_flops and family in ('GEMM', 'SDPA', 'CONV')
+),
+
+calls as (
+    select
+        nodes.run_id,
+        nodes.trace_id,
+        nodes.rank,
+        nodes.tid,
+        nodes.ts_ns,
+        coalesce(shapes.profiler_flops, matrix_shapes.flops_per_call) as flops,
+        case
+            when shapes.arg_types[1] = 'double' then 'fp64'
+            when shapes.arg_types[1] = 'float' then 'fp32'
+            when shapes.arg_types[1] = 'c10::bfloat16' then 'bf16'
+            when shapes.arg_types[1] = 'c10::half' then 'fp16'
+            when starts_with(shapes.arg_types[1], 'c10::float8') then 'fp8'
+        end as dtype,
+        cpu_ops.sequence_number is not null as records_history
+    from int_op_nodes as nodes
+    join int_op_shapes as shapes using (trace_id, event_idx)
+    join matrix_shapes
+        on matrix_shapes.trace_id = nodes.trace_id
+        and matrix_shapes.op_name = nodes.name
+        and matrix_shapes.input_dims = shapes.input_dims
+    join cpu_ops
+        on cpu_ops.trace_id = nodes.trace_id
+        and cpu_ops.event_idx = nodes.event_idx
+    where nodes.tree = 'torch' and not nodes.merged_into_parent
+),
+
+-- Forward work run again in backward (activation checkpointing): a call that records autograd history there.
+flagged as (
+    select
+        calls.*,
+        calls.records_history and exists (
+            select 1
+            from int_phase_ranges as backward
+            where backward.trace_id = calls.trace_id
+                and backward.tid = calls.tid
+                and backward.phase = 'backward'
+                and calls.ts_ns >= backward.ts_ns
+                and calls.ts_ns < backward.end_ns
+        ) as recomputed
+    from calls
+),
+
+stepped as (
+    select flagged.*, int_steps.step
+    from flagged
+    asof join int_steps
+        on int_steps.trace_id = flagged.trace_id
+        and int_steps.host_start_ns <= flagged.ts_ns
+    where flagged.ts_ns < int_steps.host_end_ns
+),
+
+per_step as (
+    select
+        trace_id,
+        step,
+        sum(flops) filter (where not recomputed) as model_flops,
+        sum(flops) as hardware_flops,
+        arg_max(dtype, flops) filter (where dtype is not null) as dtype
+    from stepped
+    group by all
+),
+
+-- Every step of a trace with matrix products has a row, one without any counting 0 FLOPs.
+step_windows as (
+    select int_steps.run_id, int_steps.trace_id, int_steps.rank, int_steps.step,
+        int_steps.end_ns - int_steps.start_ns as step_ns
+    from int_steps
+    semi join calls using (trace_id)
+),
+
+rated as (
+    select
+        step_windows.*,
+        coalesce(per_step.model_flops, 0)::bigint as model_flops,
+        coalesce(per_step.hardware_flops, 0)::bigint as hardware_flops,
+        per_step.dtype,
+        coalesce(per_step.model_flops, 0) / nullif(step_windows.step_ns, 0) / 1000 as achieved_tflops_per_s,
+        trace_peaks.model as gpu_model,
+        case per_step.dtype
+            when 'fp64' then trace_peaks.fp64_tflops
+            when 'fp32' then trace_peaks.fp32_tflops
+            when 'bf16' then trace_peaks.fp16_tflops
+            when 'fp16' then trace_peaks.fp16_tflops
+            when 'fp8' then trace_peaks.fp8_tflops
+        end as peak_tflops_per_s
+    from step_windows
+    left join per_step using (trace_id, step)
+    left join int_trace_peaks as trace_peaks using (trace_id)
+)
+
+select
+    run_id,
+    rank,
+    step,
+    model_flops,
+    step_ns,
+    achieved_tflops_per_s,
+    peak_tflops_per_s,
+    dtype,
+    achieved_tflops_per_s / peak_tflops_per_s as mfu_ratio,
+    hardware_flops,
+    gpu_model
+from rated

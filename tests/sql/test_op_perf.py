@@ -1,0 +1,148 @@
+"""op_perf on the patterns real traces showed wrong (issue 36), on traces torch makes here on the CPU with the same
+ops and shapes: broadcast elementwise ops (an MI300X Qwen inference trace's ``aten::mul`` of ``[4096]`` and
+``[1, 512, 4096]``, ``[1024]``·``[16, 559, 1024]``, ``add_`` of ``[1, 1024, 512]`` and ``[512]``) and ops that call
+ops (``aten::linear`` and its ``addmm``, ``matmul`` and ``mm``/``bmm``, attention and its flash op), whose FLOPs a
+sum over op_perf counted twice. And a scalar overload that forwards to the tensor overload of its name (``aten::add``
+of ``[[1], [], []]`` typed ``Scalar`` calling the one typed ``long int``, as on an MI300X normalization trace in
+TraceLens' test data): TraceLens' per-category sheets count both, torch's key_averages counts one call.
+
+Oracles: torch's own broadcasting (``torch.broadcast_shapes``) and FLOP count (``with_flops=True``,
+``key_averages()``); bytes as TraceLens' BinaryElementwise model has them (both inputs and the output, the output
+in the wider dtype of two tensors), worked out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+
+# (first, second) operand shapes of the broadcast elementwise calls seen on real traces
+BROADCASTS = {
+    "aten::mul": [((4096,), (1, 512, 4096)), ((1024,), (16, 559, 1024))],
+    "aten::add_": [((1, 1024, 512), (512,))],
+}
+
+
+def _profile_broadcasts(out: Path) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for first, second in BROADCASTS["aten::mul"]:
+            torch.ones(first) * torch.ones(second)
+        for first, second in BROADCASTS["aten::add_"]:
+            torch.ones(first).add_(torch.ones(second))
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+
+
+def _profile_nested(out: Path):  # -> torch.profiler.profile
+    """Ops that call the ops torch counts FLOPs for: linear (addmm), matmul (mm, bmm), conv2d (down to
+    _convolution), causal attention (its CPU flash op) and a same-shape add."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    linear, x = torch.nn.Linear(64, 32), torch.randn(4, 8, 64)
+    q = torch.randn(2, 4, 16, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+        y = linear(x)
+        torch.matmul(x, torch.randn(64, 16))
+        torch.matmul(torch.randn(3, 5, 7), torch.randn(3, 7, 2))
+        F.conv2d(torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(4))
+        F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        torch.add(y, y)
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+    return prof
+
+
+def _profile_scalar_overloads(out: Path):  # -> torch.profiler.profile
+    """add.Scalar and div.Scalar, each forwarding to its .Tensor overload (a wrapped scalar) as its only child."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    step, activation = torch.tensor([1]), torch.ones(10, 512, 7, 7, dtype=torch.bfloat16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(6):
+            torch.ops.aten.add.Scalar(step, 1)
+        for _ in range(3):
+            torch.ops.aten.div.Scalar(activation, 49)
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+    return prof
+
+
+@pytest.fixture(scope="module")
+def op_perf_rows(tmp_path_factory: pytest.TempPathFactory):
+    """op_perf and op_stats_by_shape rows by mart and run, torch's FLOPs of the nested run and torch's counts of the
+    scalar-overload run, by (op, shapes)."""
+    root = tmp_path_factory.mktemp("op_perf")
+    _profile_broadcasts(root / "src" / "broadcasts" / "rank-0.pt.trace.json")
+    prof = _profile_nested(root / "src" / "nested" / "rank-0.pt.trace.json")
+    torch_flops = {(e.key, json.dumps(e.input_shapes)): e.flops for e in prof.key_averages(group_by_input_shape=True)}
+    prof = _profile_scalar_overloads(root / "src" / "scalars" / "rank-0.pt.trace.json")
+    torch_counts = {(e.key, json.dumps(e.input_shapes)): e.count for e in prof.key_averages(group_by_input_shape=True)}
+    build_lake(root / "src", root / "lake", {"op_perf", "op_stats_by_shape"})
+    rows: dict[str, dict[str, list[dict]]] = {}
+    for mart in ("op_perf", "op_stats_by_shape"):
+        for row in read_mart(root / "lake", mart):
+            rows.setdefault(mart, {}).setdefault(row["run_id"], []).append(row)
+    return rows, torch_flops, torch_counts
+
+
+def test_broadcast_elementwise_flops_and_bytes(op_perf_rows) -> None:
+    """Shapes broadcast from the right: a multiply of [4096] by [1, 512, 4096] is 512·4096 multiplies, not 4096x."""
+    import torch
+
+    rows = op_perf_rows[0]["op_perf"]
+    ours = {(r["op_name"], tuple(tuple(d) for d in json.loads(r["input_dims"])[:2])): r for r in rows["broadcasts"]}
+    for op, pairs in BROADCASTS.items():
+        for first, second in pairs:
+            row = ours[(op, (first, second))]
+            out = math.prod(torch.broadcast_shapes(first, second))
+            assert row["flops"] == out, (op, first, second, row["flops"])
+            # float32 inputs and output (TraceLens: nelems_in1·bpe + nelems_in2·bpe + nelems_out·bpe)
+            assert row["bytes"] == 4 * (math.prod(first) + math.prod(second) + out), (op, first, second, row["bytes"])
+
+
+def test_owns_flops_counts_each_flop_once(op_perf_rows) -> None:
+    """linear/matmul/conv2d/attention call the ops that do the work: only the ops below own the FLOPs, and the
+    owners' sum is torch's own count of the run (torch counts addmm, mm, bmm, conv2d and add, never a caller)."""
+    rows, torch_flops, _ = op_perf_rows
+    nested = rows["op_perf"]["nested"]
+    owners = {r["op_name"] for r in nested if r["owns_flops"]}
+    callers = {r["op_name"] for r in nested if not r["owns_flops"]}
+    assert callers == {"aten::linear", "aten::matmul", "aten::conv2d", "aten::convolution",
+                       "aten::scaled_dot_product_attention"}
+    assert {"aten::addmm", "aten::mm", "aten::bmm", "aten::_convolution", "aten::add",
+            "aten::_scaled_dot_product_flash_attention_for_cpu"} <= owners
+    # the CPU addmm copies its bias into the output (aten::copy_): other work, which leaves addmm its FLOPs
+    assert "aten::copy_" in owners
+
+    counted = {"GEMM", "CONV", "binary_elementwise"}  # the families torch counts
+    ours = sum(r["flops"] for r in nested if r["owns_flops"] and r["family"] in counted)
+    assert ours == sum(torch_flops.values()) > 0
+    assert sum(r["flops"] for r in nested if r["family"] in counted) > ours  # every row: counted more than once
+    # causal attention [2, 4, 16, 8]: 2·B·H·N·N·(d_qk + d_v) / 2, once, on the flash op
+    attention = [r["flops"] for r in nested if r["family"] == "SDPA" and r["owns_flops"]]
+    assert attention == [2 * 2 * 4 * 16 * 16 * (8 + 8) // 2]
+
+
+def test_scalar_overload_is_one_call_as_torch_counts(op_perf_rows) -> None:
+    """add.Scalar forwarding to add.Tensor is one call (torch's EventList._remove_dup_nodes folds an only child of
+    the same name into its caller), in op_stats_by_shape and op_perf alike; its FLOPs are counted once."""
+    rows, _, torch_counts = op_perf_rows
+    stats = {(r["op_name"], json.dumps(json.loads(r["input_dims"]))): r["calls"] for r in rows["op_stats_by_shape"]["scalars"]}
+    assert stats == torch_counts
+    perf = {r["op_name"]: r for r in rows["op_perf"]["scalars"]}
+    assert perf["aten::add"]["calls"] == 6 and perf["aten::add"]["flops"] == 6
+    assert perf["aten::div"]["calls"] == 3 and perf["aten::div"]["flops"] == 3 * 10 * 512 * 7 * 7

@@ -1,0 +1,155 @@
+"""step_mfu: FLOPs per step against torch's own count (with_flops=True) on CPU training runs made here, with and
+without activation checkpointing (whose recomputation is hardware FLOPs, not model FLOPs), and the utilization
+against each GPU's dense peak on hand-built traces of one bf16/fp16 GEMM per step."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from diag_fixtures import BASE_NS  # noqa: E402
+from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+
+# The ops whose FLOPs torch counts that MFU counts too (matrix products; torch also counts elementwise mul/add).
+TORCH_MATRIX_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::conv1d", "aten::conv2d",
+                    "aten::conv3d"}
+BATCH = 4
+# fc2's forward, run again in backward when its block is checkpointed: 2 x batch x 64 x 64
+RECOMPUTED_FLOPS = 2 * BATCH * 64 * 64
+
+
+def _train(folder: Path, recompute: bool) -> list[int]:
+    """Three steps of a small CNN (conv, then three linears, the middle one in a block checkpointed when
+    ``recompute``), the last two profiled; returns torch's FLOPs of the matrix products of each profiled step, in
+    order, from the profiler's own events."""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    conv, fc1, fc2, fc3 = nn.Conv2d(3, 8, 3), nn.Linear(288, 64), nn.Linear(64, 64), nn.Linear(64, 10)
+    params = [p for m in (conv, fc1, fc2, fc3) for p in m.parameters()]
+    optimizer = torch.optim.SGD(params, lr=0.01)
+    images, labels = torch.randn(BATCH, 3, 8, 8), torch.randint(0, 10, (BATCH,))
+
+    def block(h: torch.Tensor) -> torch.Tensor:
+        return torch.relu(fc2(h))
+
+    per_step: list[int] = []
+
+    def on_ready(prof: profile) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(folder / "rank-0.pt.trace.json"))
+        events = prof.events()
+        # the exported trace's ProfilerStep#N ranges, which torch's events name ProfilerStep*
+        for step in sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start):
+            per_step.append(sum(
+                e.flops or 0 for e in events
+                if e.name in TORCH_MATRIX_OPS and step.time_range.start <= e.time_range.start < step.time_range.end
+            ))
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True,
+                 schedule=schedule(wait=0, warmup=1, active=2), on_trace_ready=on_ready) as prof:
+        for _ in range(3):
+            h = torch.relu(fc1(torch.relu(conv(images)).flatten(1)))
+            h = checkpoint(block, h, use_reentrant=False) if recompute else block(h)
+            nn.functional.cross_entropy(fc3(h), labels).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            prof.step()
+    return per_step
+
+
+def _gemm_step_trace(folder: Path, device_name: str, dtype: str) -> None:
+    """One step of 1000 µs on a GPU named ``device_name``: an aten::mm of two 4096 x 4096 ``dtype`` matrices
+    (2 x 4096^3 FLOPs) launching its kernel."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 1000,
+         "args": {"External id": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1100, "dur": 50,
+         "args": {"External id": 2, "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [dtype, dtype],
+                  "Sequence number": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1110, "dur": 10,
+         "args": {"External id": 2, "correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": 1200, "dur": 700,
+         "args": {"External id": 2, "correlation": 9, "device": 0, "stream": 7}},
+    ]
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}], "traceEvents": events,
+             "baseTimeNanoseconds": BASE_NS}
+    folder.mkdir(parents=True)
+    (folder / "rank-0.json").write_text(json.dumps(trace))
+
+
+# GPU name -> (dtype of the GEMM, dense peak in TFLOP/s from the vendor's data sheet)
+GPUS = {
+    "Tesla V100-SXM2-32GB": ("c10::Half", 125.0),
+    "NVIDIA A100-SXM4-80GB": ("c10::BFloat16", 312.0),
+    "NVIDIA H100 80GB HBM3": ("c10::BFloat16", 989.4),
+    "NVIDIA H200": ("c10::BFloat16", 989.4),
+    "NVIDIA B200": ("c10::BFloat16", 2250.0),
+    "AMD Instinct MI210": ("c10::BFloat16", 181.0),
+    "AMD Instinct MI250X / MI250": ("c10::BFloat16", 383.0),
+    "AMD Instinct MI300X": ("c10::BFloat16", 1307.4),
+    "NVIDIA Hypothetical X1": ("c10::BFloat16", None),
+}
+
+
+@pytest.fixture(scope="module")
+def mfu(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict[str, list[int]]]:
+    src = tmp_path_factory.mktemp("mfu_src")
+    torch_flops = {run: _train(src / run, recompute=run == "checkpointed") for run in ("plain", "checkpointed")}
+    for i, (name, (dtype, _)) in enumerate(GPUS.items()):
+        _gemm_step_trace(src / f"gpu{i}", name, dtype)
+    lake = tmp_path_factory.mktemp("mfu_lake")
+    build_lake(src, lake, {"step_mfu"})
+    rows: dict[str, dict[int, dict]] = {}
+    for row in read_mart(lake, "step_mfu"):
+        rows.setdefault(row["run_id"], {})[row["step"]] = row
+    return rows, torch_flops
+
+
+def test_model_flops_per_step_are_torchs_count(mfu) -> None:
+    rows, torch_flops = mfu
+    assert sorted(rows["plain"]) == [1, 2] and len(torch_flops["plain"]) == 2
+    for step, flops in zip((1, 2), torch_flops["plain"]):
+        row = rows["plain"][step]
+        assert row["model_flops"] == row["hardware_flops"] == flops > 0
+        assert row["dtype"] == "fp32" and row["rank"] == 0
+        assert row["achieved_tflops_per_s"] == pytest.approx(flops / row["step_ns"] / 1000)
+        # a CPU trace: no GPU, no peak, no ratio
+        assert row["peak_tflops_per_s"] is None and row["mfu_ratio"] is None
+
+
+def test_recomputation_is_hardware_flops_only(mfu) -> None:
+    """torch counts every GEMM it ran, the checkpointed block's forward twice: that is hardware FLOPs; the model
+    did the plain run's work."""
+    rows, torch_flops = mfu
+    for step, flops in zip((1, 2), torch_flops["checkpointed"]):
+        row = rows["checkpointed"][step]
+        assert row["hardware_flops"] == flops
+        assert row["hardware_flops"] - row["model_flops"] == RECOMPUTED_FLOPS
+        assert row["model_flops"] == rows["plain"][step]["model_flops"]
+
+
+@pytest.mark.parametrize("index", range(len(GPUS)))
+def test_mfu_against_each_gpus_dense_peak(mfu, index: int) -> None:
+    rows, _ = mfu
+    name, (dtype, peak) = list(GPUS.items())[index]
+    (row,) = rows[f"gpu{index}"].values()
+    flops = 2 * 4096**3
+    achieved = flops / 1_000_000 / 1000  # FLOPs per ns of the 1000 µs step, in TFLOP/s
+    expected_dtype = "fp16" if "Half" in dtype else "bf16"
+    assert (row["model_flops"], row["step_ns"], row["dtype"]) == (flops, 1_000_000, expected_dtype)
+    assert row["achieved_tflops_per_s"] == pytest.approx(achieved)
+    if peak is None:
+        assert row["peak_tflops_per_s"] is None and row["mfu_ratio"] is None, name
+    else:
+        assert row["peak_tflops_per_s"] == pytest.approx(peak), name
+        assert row["mfu_ratio"] == pytest.approx(achieved / peak), name
