@@ -1,10 +1,11 @@
 """The views over every run (``sql/fleet/``: ``run_regressions``, ``straggler_history``), kept in the lake's catalog.
 
 DuckLake stores views: one created in schema ``marts`` is read by every client of the catalog, by its bare name like
-the tables beside it. A writer that attaches stores each view that is missing or whose SQL changed
-(:func:`store_fleet_views`); when nothing changed that costs one catalog query and one parse. A view whose tables do
-not exist yet (a lake before its first commit) waits for a later writer, so a reader that finds a view missing or
-older than its file makes a temporary one from the file instead (:func:`read_current_fleet_views`).
+the tables beside it. A writer that attaches, and each commit of a run, stores each view that is missing or whose
+SQL changed (:func:`store_fleet_views`); when nothing changed that costs one catalog query and one parse. A view
+whose tables do not exist yet (a lake before its first commit) waits for the commit that makes them; a reader that
+finds a view missing or older than its file (a lake written before it, or by an older tracelake) makes a temporary
+one from the file instead (:func:`read_current_fleet_views`).
 
 The views name the marts they read without a schema (DuckDB binds them in the view's own schema, ``marts``, under
 whatever name the lake is attached as) and the raw tables as ``raw.<table>``. A temporary view of the same bare name

@@ -11,23 +11,25 @@
 --   gpu_utilization_ratio (lower is worse): the share of the step during which a kernel runs
 --     (step_breakdown.kernel_ns / total_ns: torch-tb-profiler's GPU utilization within one step), the mean over ranks;
 --     runs with GPU kernels only.
+--   mfu_ratio (lower is worse): model FLOPs utilization (step_mfu.mfu_ratio), the mean over ranks; runs whose
+--     steps have a known GPU peak only.
 --   <type>_kernel_ns, one per HTA kernel type the run has (computation_kernel_ns, communication_kernel_ns,
 --     memory_kernel_ns, other_kernel_ns; higher is worse): the summed time of the GPU activities of that type
 --     (int_kernels_classified: kernels, memcpy, memset) starting in the step (int_steps' device-side range), the mean
 --     over the ranks that ran the step.
 -- peak_memory_bytes (higher is worse) is measured once per run (no spread, no steps): the highest allocated memory
 -- of any GPU (memory_peaks), the CPU's in a run without GPU memory events.
--- MFU is not among them: step_mfu is not built yet.
 -- grain: run_id, metric
 -- source: tracelake (issue 39); healthy steps as step_health, GPU utilization as torch-tb-profiler 0.4.3's GPU summary
--- (gpu_metrics_parser.py), kernel types as HTA 0.5.0 get_kernel_type; ANCHORS.md §2.2, §3.4, §3.5
--- column: metric: the headline metric, its unit as its suffix: step_ns, exposed_communication_ns, gpu_utilization_ratio, <type>_kernel_ns, peak_memory_bytes
+-- (gpu_metrics_parser.py), MFU as step_mfu (PaLM's), kernel types as HTA 0.5.0 get_kernel_type; ANCHORS.md §2.2, §3.4,
+-- §3.5
+-- column: metric: the headline metric, its unit as its suffix: step_ns, exposed_communication_ns, gpu_utilization_ratio, mfu_ratio, <type>_kernel_ns, peak_memory_bytes
 -- column: job: the run's job: its run_id up to the last '.', i.e. the runs' parent folder (a run_id without '.' is its own job)
 -- column: started_ns: when the run started: its earliest event (runs.first_ts_ns)
 -- column: value: the metric's value, in its name's unit: the median over the healthy steps (peak_memory_bytes: the run's peak)
 -- column: spread: the step-to-step noise: median absolute deviation of the healthy steps' values / their median (null for peak_memory_bytes)
 -- column: steps: the healthy steps the value is the median of (null for peak_memory_bytes)
--- column: higher_is_worse: true where a higher value is a regression (times, memory), false where a lower one is (utilization)
+-- column: higher_is_worse: true where a higher value is a regression (times, memory), false where a lower one is (utilization, MFU)
 with
 
 profiled_steps as (
@@ -92,6 +94,12 @@ step_samples as (
     join gpu_runs using (run_id)
     group by all
     union all
+    select mfu.run_id, mfu.step, 'mfu_ratio', avg(mfu.mfu_ratio)
+    from step_mfu as mfu
+    join healthy_steps using (run_id, step)
+    where mfu.mfu_ratio is not null
+    group by all
+    union all
     select kernel_types.run_id, ranks_in_steps.step, lower(kernel_types.kernel_type) || '_kernel_ns',
            coalesce(sum(activity.dur_ns), 0) / any_value(ranks_in_steps.traces)
     from kernel_types
@@ -138,6 +146,6 @@ select
     metrics.value,
     metrics.spread,
     metrics.steps,
-    metrics.metric != 'gpu_utilization_ratio' as higher_is_worse
+    metrics.metric not in ('gpu_utilization_ratio', 'mfu_ratio') as higher_is_worse
 from metrics
 left join runs using (run_id)

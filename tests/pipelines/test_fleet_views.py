@@ -1,6 +1,7 @@
 """The views over every run in the lake's catalog (pipelines/lake/fleet_views.py), on a SQLite file and on PostgreSQL:
-stored by the first writer that finds their tables, untouched by the next, read from their files until then; listed
-and described by ``tracelake tables``; and what ``tracelake check`` says of a lake without headline metrics."""
+stored by the commit that made their tables and by any writer's attach where one is missing or changed, read from
+their files by a reader that finds them so; listed and described by ``tracelake tables``; and what
+``tracelake check`` says of a lake without headline metrics."""
 
 from __future__ import annotations
 
@@ -40,15 +41,16 @@ def catalog(request: pytest.FixtureRequest) -> str | None:
     return request.getfixturevalue("postgres_database") if request.param == "postgres" else None
 
 
-def test_the_next_writer_stores_the_views_and_readers_never_lack_them(tmp_path, catalog):
+def test_a_commit_stores_the_views_and_a_reader_never_lacks_them(tmp_path, catalog):
     lake = _one_run_lake(tmp_path, catalog)
-    # The ingest's only writer attached before its commit made run_metrics: no view yet, but a reader reads the files'.
-    assert _stored(lake) == set()
-    with open_lake(lake.url, catalog=catalog) as reader:
-        assert set(read_current_fleet_views(reader, ALIAS)) == VIEWS
+    assert _stored(lake) == VIEWS  # the lake's first commit made run_metrics, then stored the views over it
+    with lake.connect() as writer:  # as a lake written before them would be
+        writer.execute(f"drop view {ALIAS}.marts.run_regressions")
+    with open_lake(lake.url, catalog=catalog) as reader:  # a reader reads the file's instead
+        assert read_current_fleet_views(reader, ALIAS) == ["run_regressions"]
         assert reader.execute("select run_id, baseline_run_id from run_regressions where metric = 'step_ns'"
                               ).fetchall() == [("toy.run1", None)]
-    with lake.connect() as writer:  # any writer's attach stores them
+    with lake.connect() as writer:  # any writer's attach stores it again
         assert changed_views(writer, ALIAS, fleet_view_sql()) == {}
     assert _stored(lake) == VIEWS
     with open_lake(lake.url, catalog=catalog) as reader:
@@ -58,8 +60,6 @@ def test_the_next_writer_stores_the_views_and_readers_never_lack_them(tmp_path, 
 
 def test_tracelake_tables_lists_and_describes_the_views(tmp_path, capsys):
     lake = _one_run_lake(tmp_path, None)
-    with lake.connect():
-        pass
     assert main(["tables", "--format", "csv"]) == 0
     listed = {line.split(",")[0]: line.split(",")[1] for line in capsys.readouterr().out.splitlines()[1:]}
     assert listed["run_regressions"] == listed["straggler_history"] == "fleet" and listed["run_metrics"] == "marts"

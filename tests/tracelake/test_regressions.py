@@ -12,6 +12,7 @@ Rank 1 runs on host node-b (named in its file name as torch.profiler.tensorboard
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -170,12 +171,16 @@ def test_straggler_history_names_the_rank_slow_in_most_runs(job):
 
 def test_the_views_live_in_the_catalog_for_any_client(job):
     _, lake = job
+    with open_lake(str(lake)) as con:
+        regressed = con.execute("select run_id, metric from run_regressions where is_regression").fetchall()
     # A DuckDB of one's own, the lake attached under another name, no tracelake code: the views read as tables.
-    con = duckdb.connect()
-    con.execute(f"attach 'ducklake:sqlite:{lake / 'catalog.sqlite'}' as fleet (read_only)")
-    assert con.execute("select count(*), count(*) filter (where is_regression) from fleet.marts.run_regressions"
-                       ).fetchone() == (24, 2)  # step_ns and exposed_communication_ns of train.r4
-    assert con.execute("select count(*) from fleet.marts.straggler_history").fetchone() == (2,)
+    with duckdb.connect() as con:
+        con.execute(f"attach 'ducklake:sqlite:{lake / 'catalog.sqlite'}' as fleet (read_only)")
+        assert con.execute("select count(*) from fleet.marts.run_regressions").fetchall() == [(4 * 6,)]
+        assert con.execute("select run_id, metric from fleet.marts.run_regressions where is_regression"
+                           ).fetchall() == regressed
+        assert con.execute("select count(*) from fleet.marts.straggler_history").fetchall() == [(2,)]
+    assert ("train.r4", "step_ns") in regressed
 
 
 def test_a_writer_stores_a_changed_view_and_a_reader_reads_the_current_sql(job):
@@ -217,3 +222,42 @@ def test_the_dagster_check_fails_on_the_regressed_run(job):
     assert outcomes["train.r3"] == (True, "passed: no metric of train.r3 regressed against train.r2")
     assert not outcomes["train.r4"][0]
     assert outcomes["train.r4"][1].startswith("FAILED: train.r4 regressed against train.r3 on step_ns (+38.9 %")
+
+
+def _gemm_steps_trace(folder: Path, step_us: list[int]) -> None:
+    """Steps of the given lengths on an H100, each one bf16 aten::mm of two 4096 x 4096 matrices launching its kernel
+    (the pattern of tests/sql/test_step_mfu.py's one-step trace)."""
+    events, start = [], 1000
+    for n, dur in enumerate(step_us, 1):
+        external, correlation = 10 * n, 10 * n + 1
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": start,
+             "dur": dur, "args": {"External id": external - 1}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": start + 100, "dur": 50,
+             "args": {"External id": external, "Input Dims": [[4096, 4096], [4096, 4096]],
+                      "Input type": ["c10::BFloat16", "c10::BFloat16"], "Sequence number": n}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": start + 110,
+             "dur": 10, "args": {"External id": external, "correlation": correlation}},
+            {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": start + 200,
+             "dur": dur - 300, "args": {"External id": external, "correlation": correlation, "device": 0, "stream": 7}},
+        ]
+        start += dur
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+             "traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000}
+    folder.mkdir(parents=True)
+    (folder / "rank-0.json").write_text(json.dumps(trace))
+
+
+def test_run_metrics_hold_the_median_mfu_where_the_gpu_peak_is_known(tmp_path):
+    _gemm_steps_trace(tmp_path / "traces" / "gemm" / "run1", [1000, 1100, 1200])
+    lake = Lake(str(tmp_path / "lake"))
+    (run,) = discover_runs(str(tmp_path / "traces"))
+    ingest_run(run, lake, settings=IngestSettings(report=False), select={"run_metrics"})
+    with open_lake(str(lake.url)) as con:
+        (value, spread, steps, higher_is_worse), = con.execute(
+            "select value, spread, steps, higher_is_worse from run_metrics where metric = 'mfu_ratio'").fetchall()
+    # Step k does 2 x 4096^3 FLOPs in its k-th length; H100 SXM's dense bf16 peak is 989.4 TFLOP/s.
+    mfu = [2 * 4096**3 / (us * 1000) / 1000 / 989.4 for us in (1000, 1100, 1200)]
+    median = statistics.median(mfu)
+    assert value == pytest.approx(median, rel=1e-6) and steps == 3 and not higher_is_worse
+    assert spread == pytest.approx(statistics.median(abs(m - median) for m in mfu) / median, rel=1e-6)
