@@ -31,6 +31,7 @@ from pipelines.sources import discover_runs
 from tests.support.warped_traces import step_ranges, template, write_run
 from tracelake.cli import main
 from transforms.composition.ingest import IngestSettings, ingest_run
+from transforms.report.pages import render_fleet_view
 
 pytestmark = pytest.mark.slow
 
@@ -167,6 +168,9 @@ def test_straggler_history_names_the_rank_slow_in_most_runs(job):
     assert rows[1][:5] == (4, 3, caused[1], "node-b", True)
     assert rows[0][:5] == (4, 1, caused[0], "node-a", False) and rows[0][5] is None
     assert rows[1][5].startswith("rank 1 (host node-b) was the straggler in 3 of the job's last 4 runs")
+    page = render_fleet_view(con)  # the fleet view says so too, for the repeat straggler only
+    section = page[page.index('id="stragglers"'):page.index('id="job-0"')]
+    assert "node-b" in section and "3 of 4 runs" in section and "node-a" not in section
 
 
 def test_the_views_live_in_the_catalog_for_any_client(job):

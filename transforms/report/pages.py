@@ -552,6 +552,20 @@ def _regressions(runs: Sequence[FleetRun], max_regression: float) -> str:
                                        ("change", "change"), ("noise", "noise")])
 
 
+def _repeat_stragglers(t: _Tables) -> str | None:
+    """The ranks straggler_history finds to be the straggler in most of their job's recent runs (None: no such rank)."""
+    if not t.has("straggler_history"):
+        return None
+    rows = t.rows("select * from straggler_history where is_repeat_straggler order by job, rank")
+    if not rows:
+        return None
+    for row in rows:
+        row["html_job"] = _run_id_html(row["job"])
+        row["share"] = f"{row['straggler_runs']} of {row['runs']} runs"
+    return html_table(rows, [("html_job", "job"), ("rank", "rank"), ("host", "host"), ("share", "straggler in"),
+                             ("caused_wait_ns", "wait it caused"), ("recommendation", "what to look at")])
+
+
 def _jobs_overview(jobs: Mapping[str, Sequence[FleetRun]], anchors: Mapping[str, str]) -> str:
     rows = []
     for job, job_runs in jobs.items():
@@ -628,8 +642,9 @@ def render_fleet_view(
     max_regression: float = 0.05,
 ) -> str:
     """Every run's headline metrics and verdict, read from ``run_regressions`` alone (so the page and
-    ``tracelake check`` agree): the regressions first, then each job with two or more runs over time (a trend panel
-    per metric, its runs against their baselines), then the runs that are their job's only one, in one table.
+    ``tracelake check`` agree): the regressions first, the ranks that straggler_history finds to be the straggler
+    in most of their job's recent runs, then each job with two or more runs over time (a trend panel per metric, its
+    runs against their baselines), then the runs that are their job's only one, in one table.
 
     ``baselines`` pins a baseline run per job and ``max_regression`` is the threshold, both set as the view's DuckDB
     variables on ``con`` (a reading connection, :func:`pipelines.lake.read.open_lake`); a fleet view the lake's
@@ -638,7 +653,8 @@ def render_fleet_view(
     con.execute("set variable tracelake_baselines = map($jobs, $runs)",
                 {"jobs": list(baselines or {}), "runs": list((baselines or {}).values())})
     read_current_fleet_views(con, ALIAS)
-    runs = fleet_runs(_Tables(con))
+    t = _Tables(con)
+    runs = fleet_runs(t)
     jobs: dict[str, list[FleetRun]] = {}
     for run in runs:
         jobs.setdefault(run.job, []).append(run)
@@ -647,6 +663,9 @@ def render_fleet_view(
     anchors = {job: f"job-{i}" for i, job in enumerate(history)}
     regressed = sum(1 for r in runs if r.regressed)
     sections = [Section("Regressions", _regressions(runs, max_regression), "regressions")]
+    stragglers = _repeat_stragglers(t)
+    if stragglers:
+        sections.append(Section("Ranks that are the straggler run after run", stragglers, "stragglers"))
     if len(history) > 1:
         sections.append(Section("Jobs with a history", _jobs_overview(history, anchors), "jobs"))
     sections += [Section(f"{job} ({plural(len(job_runs), 'run')})", _job_history(job_runs), anchors[job])
