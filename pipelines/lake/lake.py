@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 import duckdb
 
 from pipelines.lake.extensions import extension_connection
+from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.retry import retrying
 from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
 from pipelines.settings import CATALOG
@@ -271,6 +272,7 @@ class Lake:
                     con.execute(f"create schema if not exists {ALIAS}.{layer}")
                 self._index_catalog(con)
                 _set_file_options(con)
+                store_fleet_views(con, ALIAS)
         except duckdb.Error:
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"detach {ALIAS}")

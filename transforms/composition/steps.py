@@ -19,7 +19,8 @@ from typing import Any
 import duckdb
 
 from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
-from pipelines.lake.lake import Lake
+from pipelines.lake.fleet_views import store_fleet_views
+from pipelines.lake.lake import ALIAS, Lake
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import PARQUET_FORMAT, rows_query, sql_path
 from pipelines.scratch import scratch_dir
@@ -189,6 +190,7 @@ def commit_run(
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
             expire_old_versions(con, retention or RETENTION.text())
+            store_fleet_views(con, ALIAS)  # the lake's first commit made the tables they read
     finally:
         discard_staging(lake, run_id, built.version)
     return CommittedRun(staged, built, commit)

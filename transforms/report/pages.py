@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 import duckdb
 
+from pipelines.lake.fleet_views import read_current_fleet_views
+from pipelines.lake.lake import ALIAS
 from transforms.report import charts
 from transforms.units import (
     duration_unit,
     format_bytes,
+    format_change,
     format_ns,
     format_ratio,
     format_timestamp_ns,
@@ -44,6 +48,7 @@ h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.15em; margin-top
 .sub { color: #666; margin-top: 0; } .note { color: #666; font-size: .9em; } .missing { color: #888; font-style: italic; }
 table { border-collapse: collapse; font-size: .85em; width: 100%; table-layout: auto; margin: .5em 0; }
 td, th { padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; border-bottom: 1px solid #eee; }
+th, .id { overflow-wrap: normal; } .worse { color: #b3261e; font-weight: 600; }
 th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .short { white-space: nowrap; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: .9em; }
@@ -439,139 +444,240 @@ def render_run_report(
 
 # ----------------------------------------------------------------------------------------------- fleet view
 
-FLEET_METRICS = (  # (key, title, unit kind, worse when): one trend chart and one table column per metric
-    ("step_ns", "step time", "ns", "higher"),
-    ("gpu_utilization_ratio", "GPU utilization", "ratio", "lower"),
-    ("exposed_comm_ns", "exposed communication", "ns", "higher"),
-    ("peak_memory_bytes", "peak memory", "bytes", "higher"),
-)
+TABLE_METRICS = ("step_ns", "gpu_utilization_ratio", "mfu_ratio", "exposed_communication_ns", "peak_memory_bytes")
+"""The run_metrics shown as the fleet view's table columns, in this order; every metric a job has gets a trend panel."""
+_TITLES = {"step_ns": "step time", "gpu_utilization_ratio": "GPU utilization", "mfu_ratio": "MFU",
+           "exposed_communication_ns": "exposed communication", "peak_memory_bytes": "peak memory"}
+SHORT_ID = 24  # a run id up to this long stays on one line; a longer one wraps after . - _ (or every 24 characters)
+_BREAK_AFTER = re.compile(r"([._-])")
+_LONG_PART = re.compile(r"[^._-]{24}")
 
 
-def default_job(run_id: str) -> str:
-    """A run's job: its run_id up to the last ``.`` (runs of one job sit in one folder: ``job/run-3`` → ``job``)."""
-    return run_id.rsplit(".", 1)[0] if "." in run_id else run_id
+def metric_title(metric: str) -> str:
+    """A run_metrics metric for people: ``step_ns`` → step time, ``computation_kernel_ns`` → computation kernel time."""
+    if metric in _TITLES:
+        return _TITLES[metric]
+    if metric.endswith("_kernel_ns"):
+        return metric.removesuffix("_kernel_ns").replace("_", " ") + " kernel time"
+    return metric.replace("_", " ")
 
 
-def fleet_runs(t: _Tables) -> list[dict[str, Any]]:
-    """One row per run with its headline metrics (None where the run's tables lack them), oldest first."""
-    if not t.has("runs"):
+def _metric_order(metric: str) -> tuple[int, str]:
+    return (TABLE_METRICS.index(metric) if metric in TABLE_METRICS else len(TABLE_METRICS), metric)
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """One run as the fleet view shows it: its ``run_regressions`` rows, by metric."""
+
+    run_id: str
+    job: str
+    started_ns: int | None
+    baseline_run_id: str | None
+    metrics: dict[str, dict[str, Any]]
+
+    @property
+    def regressed(self) -> list[str]:
+        """The metrics ``run_regressions`` flags for this run."""
+        return sorted((m for m, row in self.metrics.items() if row["is_regression"]), key=_metric_order)
+
+
+def fleet_runs(t: _Tables) -> list[FleetRun]:
+    """Every run with headline metrics, oldest first, each with its ``run_regressions`` rows (none without the view)."""
+    if not t.has("run_regressions"):
         return []
-    metrics = {
-        "step_ns": ("step_breakdown", "avg(total_ns)"),
-        "gpu_utilization_ratio": ("gpu_metrics", "avg(gpu_utilization_ratio) filter (where device >= 0)"),
-        "exposed_comm_ns": ("comm_overlap_by_step", "avg(communication_ns)"),
-        "peak_memory_bytes": ("memory_peaks", "max(peak_allocated_bytes)"),
-    }
-    joins = "".join(f" left join (select run_id, {expr} as {key} from {table} group by run_id) using (run_id)"
-                    for key, (table, expr) in metrics.items() if t.has(table))
-    selected = ", ".join(key if t.has(table) else f"null as {key}" for key, (table, _) in metrics.items())
-    return t.rows(f"select run_id, first_ts_ns, ranks, {selected} from runs{joins} order by first_ts_ns, run_id")
+    runs: dict[str, FleetRun] = {}
+    for row in t.rows("select * from run_regressions order by started_ns, run_id, metric"):
+        run = runs.setdefault(row["run_id"], FleetRun(row["run_id"], row["job"], row["started_ns"],
+                                                      row["baseline_run_id"], {}))
+        run.metrics[row["metric"]] = row
+    return list(runs.values())
 
 
-def _change(value: float | None, base: float | None) -> float | None:
-    return None if value is None or base is None or base == 0 else (value - base) / base
+def _run_id_html(run_id: str) -> str:
+    """A run id that wraps only after ``.``, ``-`` or ``_`` (or inside a part too long for a cell), never mid-word."""
+    if len(run_id) <= SHORT_ID:
+        return f'<span class="short">{escape(run_id)}</span>'
+    return _LONG_PART.sub(lambda m: m.group(0) + "<wbr>", _BREAK_AFTER.sub(r"\1<wbr>", escape(run_id)))
 
 
-def compare_to_baseline(
-    runs: Sequence[dict[str, Any]], *, baselines: Mapping[str, str] | None = None, threshold_ratio: float = 0.05
-) -> None:
-    """Add each run's change against its baseline (``baselines[job]``, else the job's previous run) in place.
-
-    A metric regresses when it moves the wrong way by more than ``threshold_ratio`` of the baseline (for GPU
-    utilization, by more than that many points).
-    """
-    by_id = {r["run_id"]: r for r in runs}
-    previous: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        chosen = (baselines or {}).get(run["job"])
-        base = by_id.get(chosen) if chosen and chosen != run["run_id"] else previous.get(run["job"])
-        run["baseline"] = base["run_id"] if base else None
-        run["regressions"] = []
-        for key, title, kind, worse in FLEET_METRICS:
-            value, reference = run[key], base[key] if base else None
-            if kind == "ratio":
-                delta = None if value is None or reference is None else value - reference
-                run[f"{key}_change"] = delta
-                bad = delta is not None and -delta > threshold_ratio
-            else:
-                change = _change(value, reference)
-                run[f"{key}_change"] = change
-                bad = change is not None and (change if worse == "higher" else -change) > threshold_ratio
-            if bad:
-                run["regressions"].append(title)
-        previous[run["job"]] = run
+def _run_link(run_id: str) -> str:
+    return f'<a class="id" href="{escape(run_id)}.html">{_run_id_html(run_id)}</a>'
 
 
-def _change_text(kind: str, change: float | None) -> str:
-    if change is None:
+def _when(started_ns: int | None) -> str:
+    if started_ns is None:
         return "—"
-    return f"{100 * change:+.1f} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
+    return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _fleet_job(runs: list[dict[str, Any]]) -> str:
-    points, metrics = [], []
-    for key, title, kind, _ in FLEET_METRICS:
-        values = [r[key] for r in runs if r[key] is not None]
+def _metric_cell(run: FleetRun, metric: str, *, with_change: bool = True) -> str:
+    """The run's value of ``metric``, and under it the change against the baseline (red where it regressed)."""
+    row = run.metrics.get(metric)
+    if row is None:
+        return "—"
+    value = f'<span class="short">{escape(format_value(metric, row["value"]))}</span>'
+    if not with_change or row["change_ratio"] is None:
+        return value
+    change = escape(format_change(row["change_ratio"]))
+    kind = "worse" if row["is_regression"] else "note"
+    return f'{value}<br><span class="short {kind}">{change}</span>'
+
+
+def _verdict_text(run: FleetRun) -> str:
+    if run.baseline_run_id is None:
+        return "first run"
+    return "regressed: " + ", ".join(metric_title(m) for m in run.regressed) if run.regressed else "ok"
+
+
+def _regressions(runs: Sequence[FleetRun], max_regression: float) -> str:
+    rule = (f"worse than its baseline by more than {format_ratio(max_regression)} and by more than the two runs' "
+            "step-to-step noise (run_regressions)")
+    compared = [r for r in runs if r.baseline_run_id is not None]
+    rows = [{"html_run": _run_link(r.run_id), "job": r.job, "html_baseline": _run_link(r.baseline_run_id or ""),
+             "metric": metric_title(m), "before": format_value(m, r.metrics[m]["baseline_value"]),
+             "after": format_value(m, r.metrics[m]["value"]), "change": format_change(r.metrics[m]["change_ratio"]),
+             "noise": f"±{100 * r.metrics[m]['noise_ratio']:.1f} %", "_regressed": True}
+            for r in reversed(compared) for m in r.regressed]
+    if not compared:
+        return ('<p class="verdict good">No job has two runs yet, so no run has a baseline to regress against: '
+                "ingest a job's next run into the same folder to compare them.</p>")
+    if not rows:
+        return f'<p class="verdict good">No run regressed: none is {escape(rule)}.</p>'
+    regressed = len({row["html_run"] for row in rows})
+    verdict = (f'<p class="verdict bad">{escape(plural(regressed, "run"))} regressed: a metric '
+               f"{escape(rule)}.</p>")
+    return verdict + html_table(rows, [("html_run", "run"), ("job", "job"), ("html_baseline", "baseline"),
+                                       ("metric", "metric"), ("before", "baseline value"), ("after", "value"),
+                                       ("change", "change"), ("noise", "noise")])
+
+
+def _repeat_stragglers(t: _Tables) -> str | None:
+    """The ranks straggler_history finds to be the straggler in most of their job's recent runs (None: no such rank)."""
+    if not t.has("straggler_history"):
+        return None
+    rows = t.rows("select * from straggler_history where is_repeat_straggler order by job, rank")
+    if not rows:
+        return None
+    for row in rows:
+        row["html_job"] = _run_id_html(row["job"])
+        row["share"] = f"{row['straggler_runs']} of {row['runs']} runs"
+    return html_table(rows, [("html_job", "job"), ("rank", "rank"), ("host", "host"), ("share", "straggler in"),
+                             ("caused_wait_ns", "wait it caused"), ("recommendation", "what to look at")])
+
+
+def _jobs_overview(jobs: Mapping[str, Sequence[FleetRun]], anchors: Mapping[str, str]) -> str:
+    rows = []
+    for job, job_runs in jobs.items():
+        latest = job_runs[-1]
+        rows.append({"html_job": f'<a href="#{anchors[job]}">{_run_id_html(job)}</a>', "runs": len(job_runs),
+                     "html_latest": _run_link(latest.run_id), "started": _when(latest.started_ns),
+                     "html_step": _metric_cell(latest, "step_ns"), "verdict": _verdict_text(latest),
+                     "_regressed": bool(latest.regressed)})
+    return html_table(rows, [("html_job", "job"), ("runs", "runs"), ("html_latest", "latest run"),
+                             ("started", "started (UTC)"), ("html_step", "step time"), ("verdict", "latest verdict")])
+
+
+def _trend_chart(job_runs: Sequence[FleetRun]) -> str:
+    """One panel per metric the job's runs have: each run's value over its start time, regressions in red."""
+    metrics = sorted({m for r in job_runs for m in r.metrics}, key=_metric_order)
+    points, panels = [], []
+    for metric in metrics:
+        values = [r.metrics[metric]["value"] for r in job_runs if metric in r.metrics and r.started_ns is not None]
         if not values:
             continue
-        if kind == "ns":
+        if metric.endswith("_ns"):
             unit, scale = duration_unit(max(values))
-        elif kind == "bytes":
+        elif metric.endswith("_bytes"):
             unit, scale = size_unit(max(values))
         else:
             unit, scale = "%", 0.01
-        metrics.append(f"{title} ({unit})")
-        points += [
-            {"metric": metrics[-1], "run_id": r["run_id"], "v": r[key] / scale,
-             "desc": f"{r['run_id']}: {format_value(key, r[key])} ({_change_text(kind, r[f'{key}_change'])} "
-                     f"vs {r['baseline'] or 'no baseline'})",
-             "regressed": "yes" if title in r["regressions"] else "no",
-             "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
-            for r in runs if r[key] is not None and r["first_ts_ns"] is not None]
-    chart = _chart(charts.run_metric_trends(points, metrics=metrics)) if points else ""
-    table_rows = []
-    for r in reversed(runs):  # newest first
-        row = dict(r)
-        row["html_run"] = f'<a href="{escape(r["run_id"])}.html">{escape(r["run_id"])}</a>'
-        for key, _, kind, _ in FLEET_METRICS:
-            row[f"html_{key}"] = (f"{escape(format_value(key, r[key]))}<br>"
-                                  f'<span class="note">{escape(_change_text(kind, r[f"{key}_change"]))}</span>')
-        row["html_flags"] = escape(", ".join(r["regressions"]) or "—")
-        row["_regressed"] = bool(r["regressions"])
-        table_rows.append(row)
-    table = html_table(table_rows, [("html_run", "run"), ("first_ts_ns", "started"), ("baseline", "baseline"),
-                                    *[(f"html_{k}", title) for k, title, _, _ in FLEET_METRICS],
-                                    ("html_flags", "regressions")])
-    note = ('<p class="note">Step time and exposed communication are means per rank and step (step_breakdown, '
-            "comm_overlap_by_step); GPU utilization is the mean over GPUs (gpu_metrics); under each value, its "
-            "change against the baseline run.</p>")
-    return chart + note + table
+        panels.append(f"{metric_title(metric)} ({unit})")
+        for run in job_runs:
+            row = run.metrics.get(metric)
+            if row is None or run.started_ns is None:
+                continue
+            versus = f"{format_change(row['change_ratio'])} vs {run.baseline_run_id}" if run.baseline_run_id \
+                else "first run"
+            points.append({"metric": panels[-1], "v": row["value"] / scale,
+                           "when": dt.datetime.fromtimestamp(run.started_ns / 1e9, tz=dt.UTC).isoformat(),
+                           "desc": f"{run.run_id}: {format_value(metric, row['value'])} ({versus})",
+                           "regressed": "yes" if row["is_regression"] else "no"})
+    return _chart(charts.run_metric_trends(points, metrics=panels)) if points else ""
+
+
+def _job_history(job_runs: Sequence[FleetRun]) -> str:
+    rows = []
+    for run in reversed(job_runs):  # newest first
+        row: dict[str, Any] = {"html_run": _run_link(run.run_id), "started": _when(run.started_ns),
+                               "html_baseline": _run_link(run.baseline_run_id) if run.baseline_run_id else "—",
+                               "verdict": _verdict_text(run), "_regressed": bool(run.regressed)}
+        row |= {f"html_{m}": _metric_cell(run, m) for m in TABLE_METRICS}
+        rows.append(row)
+    table = html_table(rows, [("html_run", "run"), ("started", "started (UTC)"), ("html_baseline", "baseline"),
+                              *[(f"html_{m}", metric_title(m)) for m in TABLE_METRICS], ("verdict", "verdict")])
+    note = ('<p class="note">Each value is the median over the run\'s healthy steps (run_metrics); under it, the '
+            "change against the baseline run, red where run_regressions calls it a regression.</p>")
+    return _trend_chart(job_runs) + note + table
+
+
+def _single_runs(runs: Sequence[FleetRun]) -> str:
+    rows = []
+    for run in sorted(runs, key=lambda r: (-(r.started_ns or 0), r.run_id)):  # newest first
+        row: dict[str, Any] = {"html_run": _run_link(run.run_id), "started": _when(run.started_ns)}
+        row |= {f"html_{m}": _metric_cell(run, m, with_change=False)
+                for m in (*TABLE_METRICS, "computation_kernel_ns")}
+        rows.append(row)
+    note = ('<p class="note">Each of these runs is the only run of its job (the runs\' parent folder), so there is no '
+            "trend and no baseline; a job's next run, ingested into the same folder, is compared with it.</p>")
+    return note + html_table(rows, [("html_run", "run"), ("started", "started (UTC)"),
+                                    *[(f"html_{m}", metric_title(m))
+                                      for m in (*TABLE_METRICS, "computation_kernel_ns")]])
 
 
 def render_fleet_view(
     con: duckdb.DuckDBPyConnection,
     *,
-    job_of: Callable[[str], str] = default_job,
     baselines: Mapping[str, str] | None = None,
-    threshold_ratio: float = 0.05,
+    max_regression: float = 0.05,
 ) -> str:
-    """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory), each run's
-    change against its baseline (the job's previous run, or ``baselines[job]``), regressions flagged."""
+    """Every run's headline metrics and verdict, read from ``run_regressions`` alone (so the page and
+    ``tracelake check`` agree): the regressions first, the ranks that straggler_history finds to be the straggler
+    in most of their job's recent runs, then each job with two or more runs over time (a trend panel per metric, its
+    runs against their baselines), then the runs that are their job's only one, in one table.
+
+    ``baselines`` pins a baseline run per job and ``max_regression`` is the threshold, both set as the view's DuckDB
+    variables on ``con`` (a reading connection, :func:`pipelines.lake.read.open_lake`); a fleet view the lake's
+    catalog lacks or holds with older SQL is read from its file (temporary views on ``con``)."""
+    con.execute("set variable tracelake_max_regression = $ratio", {"ratio": float(max_regression)})
+    con.execute("set variable tracelake_baselines = map($jobs, $runs)",
+                {"jobs": list(baselines or {}), "runs": list((baselines or {}).values())})
+    read_current_fleet_views(con, ALIAS)
     t = _Tables(con)
     runs = fleet_runs(t)
+    jobs: dict[str, list[FleetRun]] = {}
     for run in runs:
-        run["job"] = job_of(run["run_id"])
-    compare_to_baseline(runs, baselines=baselines, threshold_ratio=threshold_ratio)
-    jobs: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        jobs.setdefault(run["job"], []).append(run)
-    regressed = sum(1 for r in runs if r["regressions"])
-    bodies = {job: _fleet_job(job_runs) for job, job_runs in sorted(jobs.items())}
-    sections = [Section(f"{job} ({plural(len(jobs[job]), 'run')})", body, f"job-{i}")
-                for i, (job, body) in enumerate(bodies.items())]
-    subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')}; "
-                f"{plural(regressed, 'run')} with a regression of more than {format_ratio(threshold_ratio)} "
-                "against its baseline")
+        jobs.setdefault(run.job, []).append(run)
+    history = {job: job_runs for job, job_runs in sorted(jobs.items()) if len(job_runs) > 1}
+    singles = [job_runs[0] for job, job_runs in sorted(jobs.items()) if len(job_runs) == 1]
+    anchors = {job: f"job-{i}" for i, job in enumerate(history)}
+    regressed = sum(1 for r in runs if r.regressed)
+    sections = [Section("Regressions", _regressions(runs, max_regression), "regressions")]
+    stragglers = _repeat_stragglers(t)
+    if stragglers:
+        sections.append(Section("Ranks that are the straggler run after run", stragglers, "stragglers"))
+    if len(history) > 1:
+        sections.append(Section("Jobs with a history", _jobs_overview(history, anchors), "jobs"))
+    sections += [Section(f"{job} ({plural(len(job_runs), 'run')})", _job_history(job_runs), anchors[job])
+                 for job, job_runs in history.items()]
+    if singles:
+        sections.append(Section(f"Runs without a history ({plural(len(singles), 'job')} of one run)",
+                                _single_runs(singles), "single-runs"))
+    subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')} ({len(history)} with a history of runs, "
+                f"{len(singles)} of a single run); {plural(regressed, 'run')} regressed against its baseline")
     if not runs:
-        sections = [Section("No runs", _missing("this lake holds no runs yet."), "none")]
-    return _page("tracelake fleet", subtitle, sections)
+        sections = [Section("No runs", _missing("no run with headline metrics (run_metrics) in this lake: ingest runs "
+                                                "(runs ingested before run_metrics existed need ingesting again)."),
+                            "none")]
+        subtitle = "no runs with headline metrics"
+    return _page("tracelake fleet", escape(subtitle), sections)
