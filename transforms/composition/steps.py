@@ -105,8 +105,8 @@ def _stage_marts(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, versio
     files = {}
     for mart in marts:
         url = posixpath.join(folder, f"{mart.name}.parquet")
-        con.execute(f"copy (select $run_id::varchar as run_id, * from {mart.name}) to {sql_path(url)} "
-                    f"({PARQUET_FORMAT})", {"run_id": run_id}).fetchall()
+        con.execute(f"copy (select $run_id::varchar as run_id, * exclude (run_id) from {mart.name}) "
+                    f"to {sql_path(url)} ({PARQUET_FORMAT})", {"run_id": run_id}).fetchall()
         files[f"marts.{mart.name}"] = [url]
     failed = [check.quality_issue(run_id) for mart in marts for check in mart.checks if not check.passed]
     return files | _issue_file(lake, con, run_id, version, "checks", failed)
