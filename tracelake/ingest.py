@@ -146,8 +146,9 @@ def ingest(
         outcomes = _in_workers(target, items, max(1, jobs))
     landed = [o.ingested for o in outcomes.values() if o.ingested is not None]
     failed = len(landed) < len(runs) or any(o.errors for o in outcomes.values())
-    print(f"ingested {plural(len(landed), 'run')} of {len(runs)} into {lake_url} in "
-          f"{time.perf_counter() - started:.1f} s: {'with errors' if failed else 'ok'}", flush=True)
+    count = plural(len(runs), "run") if len(landed) == len(runs) else f"{len(landed)} of {plural(len(runs), 'run')}"
+    print(f"ingested {count} into {lake_url} in {time.perf_counter() - started:.1f} s: "
+          f"{'with errors' if failed else 'ok'}", flush=True)
     if record and landed:
         _record(landed)
     fleet = write_fleet_view(lake)
