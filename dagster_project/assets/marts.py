@@ -1,16 +1,14 @@
 """One asset per SQL mart, downstream of the raw tables (and marts) its SQL reads."""
 
-from typing import Any
 
 import dagster as dg
 
 from dagster_project.assets.raw import version_of
 from dagster_project.metadata import check_outcomes, mart_metadata
-from dagster_project.outbox import RunRecord
+from dagster_project.outbox import REGRESSION_CHECK as GATE
+from dagster_project.outbox import RunRecord, regression_check
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource
-from pipelines.lake.lake import Lake
-from pipelines.lake.read import read_lake
 from pipelines.staging.manifest import read_run_manifest
 from pipelines.tables import RAW_TABLES
 from transforms.checks import check_names
@@ -18,13 +16,12 @@ from transforms.composition.ingest import IngestSettings, rebuild_run
 from transforms.composition.steps import CommittedRun, build_tables, commit_run
 from transforms.graph import mart_dependencies
 from transforms.models import default_sql_root, discover_models
-from transforms.regressions import RunNotChecked, check_run
 
 SQL_ROOT = default_sql_root()
 MODELS = discover_models(SQL_ROOT)
 MARTS = sorted(name for name, model in MODELS.items() if model.layer == "marts")
 # The regression gate on each new run, as `tracelake check RUN` evaluates it: a failed check in the UI.
-REGRESSION_CHECK = dg.AssetCheckKey(dg.AssetKey(["marts", "run_metrics"]), "no_regression")
+REGRESSION_CHECK = dg.AssetCheckKey(dg.AssetKey(["marts", GATE[0]]), GATE[1])
 
 
 def _spec(name: str) -> dg.AssetSpec:
@@ -71,30 +68,12 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings
     if committed.built.failure:
         raise dg.Failure(f"{committed.built.failure} (the raw tables were committed, as snapshot "
                          f"{committed.commit.snapshot_id}, with the failure as a quality issue)")
-    record = RunRecord.of(committed)
+    gated = REGRESSION_CHECK in context.selected_asset_check_keys and any(
+        mart.name == REGRESSION_CHECK.asset_key.path[-1] for mart in committed.built.marts)
+    record = RunRecord.of(committed, gate=regression_check(lake.lake(), context.partition_key) if gated else None)
     for key, metadata in mart_metadata(record).items():
         yield dg.MaterializeResult(asset_key=key, metadata=metadata)
     for check in check_outcomes(record):
         if dg.AssetCheckKey(check.asset_key, check.check_name) in context.selected_asset_check_keys:
             yield dg.AssetCheckResult(asset_key=check.asset_key, check_name=check.check_name, passed=check.passed,
                                       metadata=check.metadata, description=check.description)
-    built = {mart.name for mart in committed.built.marts}
-    if REGRESSION_CHECK in context.selected_asset_check_keys and REGRESSION_CHECK.asset_key.path[-1] in built:
-        yield _regression_check(lake.lake(), context.partition_key)
-
-
-def _regression_check(handle: Lake, run_id: str) -> dg.AssetCheckResult:
-    """The run's verdict against its job's previous run, read after the commit."""
-    with read_lake(handle) as con:
-        try:
-            check = check_run(con, run_id, top=0)  # the verdict only: the UI links to the run's report
-        except RunNotChecked as exc:  # no headline metric to judge (no steps, no kernels, no memory events)
-            return dg.AssetCheckResult(asset_key=REGRESSION_CHECK.asset_key, check_name=REGRESSION_CHECK.name,
-                                       passed=True, description=f"not checked: {exc}")
-    metadata: dict[str, Any] = {
-        "baseline": check.baseline_run_id or "none (the job's first run)",
-        "regressed_metrics": ", ".join(row["metric"] for row in check.regressions) or "none",
-        "changes": dg.MetadataValue.json({row["metric"]: row["change_ratio"] for row in check.metrics}),
-    }
-    return dg.AssetCheckResult(asset_key=REGRESSION_CHECK.asset_key, check_name=REGRESSION_CHECK.name,
-                               passed=check.passed, metadata=metadata, description=check.summary())
