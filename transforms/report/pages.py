@@ -196,12 +196,20 @@ def _recommendations(t: _Tables, run_id: str) -> str | None:
     return f"<ul>{items}</ul>"
 
 
-def _stragglers(t: _Tables, run_id: str) -> str | None:
+def _stragglers(t: _Tables, run_id: str, facts: _Facts) -> str | None:
     if not t.has("stragglers"):
         return None
     rows = t.rows("select * from stragglers where run_id = $run_id order by rank", run_id=run_id)
     if not rows:
-        return None
+        if facts.ranks < 2 and not facts.communication:
+            return None  # a single process without communication: nothing to say
+        partial = facts.world_size is not None and facts.ranks < facts.world_size
+        return _why(facts.no_communication(),
+                    f"only {facts.ranks} of the job's {facts.world_size} ranks are traced in this run: a straggler is "
+                    "found by comparing ranks (ingest every rank's trace into the run)" if partial else "",
+                    "one rank only: a straggler is found by comparing ranks" if facts.ranks < 2 else "",
+                    "the ranks' collectives could not be matched (quality issue "
+                    "check_failed:stragglers:ranks_compared)")
     late = [r for r in rows if r.get("is_straggler")]
     if late:
         names = ", ".join(f"rank {r['rank']}" for r in late)
@@ -213,19 +221,64 @@ def _stragglers(t: _Tables, run_id: str) -> str | None:
                                        ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")])
 
 
-def _has_steps(t: _Tables, run_id: str) -> bool:
-    return t.has("steps") and bool(t.rows("select 1 from steps where run_id = $run_id limit 1", run_id=run_id))
+@dataclass(frozen=True)
+class _Facts:
+    """What a run's traces hold, to say why a section is empty instead of naming a table."""
+
+    steps: int
+    kernels: int
+    cpu_ops: int
+    ranks: int
+    world_size: int | None
+    communication: int
+    """Collective and point-to-point instances (communication kernels, record_param_comms, gloo ranges)."""
+    quality: dict[str, str]
+    """The run's quality issue codes, each with its first message."""
+
+    def no_steps(self) -> str:
+        return ("the traces hold no ProfilerStep markers (prof.step() in the training loop writes them)"
+                if not self.steps else "")
+
+    def no_communication(self) -> str:
+        if self.communication:
+            return ""
+        return ("no collective or point-to-point communication was recorded in this run"
+                + (" (a single rank)" if self.ranks == 1 else ""))
+
+
+def _facts(t: _Tables, run_id: str) -> _Facts:
+    def count(table: str, where: str = "true") -> int:
+        if not t.has(table):
+            return 0
+        return t.rows(f"select count(*) as n from {table} where run_id = $run_id and {where}", run_id=run_id)[0]["n"]
+
+    quality = {r["code"]: r["message"] for r in t.rows(
+        "select code, any_value(message) as message from quality_issues where run_id = $run_id group by code",
+        run_id=run_id)} if t.has("quality_issues") else {}
+    ranks, world_size = (0, None)
+    if t.has("traces"):
+        found = t.rows("select count(distinct rank) as ranks, max(world_size) as world_size from traces "
+                       "where run_id = $run_id", run_id=run_id)[0]
+        ranks, world_size = found["ranks"], found["world_size"]
+    communication = count("comm_by_group") or count("comm_ops") or count("collectives")
+    return _Facts(count("steps"), count("kernels"), count("cpu_ops"), ranks, world_size, communication, quality)
+
+
+def _why(*reasons: str) -> str:
+    """The first reason that applies, as a page's note."""
+    return _missing(next((r for r in reasons if r), "nothing to show for this run.") + ".")
 
 
 def _per_rank_bars(
-    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool
+    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool, empty: str
 ) -> str:
-    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep)."""
+    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep);
+    ``empty`` says why when there is none."""
     select = ", ".join(f"avg({p}_ns) as {p}" for p in parts)
     rows = t.rows(f"select rank, count(*) as steps, {select} from {table} where run_id = $run_id "
                   "group by rank order by rank", run_id=run_id)
     if not rows:
-        return _missing(f"{table} has no rows for this run.")
+        return _why(empty)
     bars = [{"label": f"rank {r['rank']}", "category": p, "value_ns": float(r[p] or 0)} for r in rows for p in parts]
     value_title = "mean time per step" if has_steps else "time over the whole trace"
     note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
@@ -272,15 +325,18 @@ def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
     return _chart(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
 
 
-def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
+def _memory(t: _Tables, run_id: str, start: int | None, facts: _Facts) -> str | None:
     if not t.has("memory_timeline"):
         return None
+    # 2021-format events carry no totals: their curve is the change since the trace began
+    net = "memory_totals_missing" in facts.quality and "net_allocated_bytes" in t.columns["memory_timeline"]
+    allocated = "net_allocated_bytes" if net else "allocated_bytes"
     rows = t.rows(f"""
         with events as (
-            select rank, trace_id, device, ts_ns, allocated_bytes,
+            select rank, trace_id, device, ts_ns, {allocated} as allocated_bytes,
                    count(distinct trace_id) over (partition by rank) as traces_per_rank,
                    min(ts_ns) over () as t0, max(ts_ns) over () as t1
-            from memory_timeline where run_id = $run_id and allocated_bytes is not null
+            from memory_timeline where run_id = $run_id and {allocated} is not null
         )
         select rank, trace_id, device, traces_per_rank,
                min(ts_ns) as ts_ns, max(allocated_bytes) as allocated_bytes
@@ -294,6 +350,11 @@ def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
     origin = start if start is not None else min(r["ts_ns"] for r in rows)
     points = [{"series": _series_label(r["rank"], r["device"], r["trace_id"], r["traces_per_rank"]),
                "t_ns": r["ts_ns"] - origin, "y": r["allocated_bytes"]} for r in rows]
+    if net:
+        note = ('<p class="note">These memory events carry no allocator totals (the 2021 trace format, quality issue '
+                "<code>memory_totals_missing</code>): the curve is the memory allocated since the trace began, "
+                "not the allocator's total.</p>")
+        return note + _chart(charts.time_series(points, y_title="allocated since the trace began", y_kind="bytes"))
     peaks, table = [], ""
     if t.has("memory_peaks"):
         peak_rows = t.rows("""
@@ -330,9 +391,11 @@ def _top_kernels(t: _Tables, run_id: str) -> str | None:
                                              ("calls", "calls"), ("total_ns", "total"), ("mean_ns", "mean")])
 
 
-def _top_ops(t: _Tables, run_id: str) -> str | None:
+def _top_ops(t: _Tables, run_id: str, facts: _Facts) -> str | None:
     if not t.has("op_stats"):
         return None
+    attributed = t.rows("select coalesce(sum(self_device_ns), 0) as ns from op_stats where run_id = $run_id",
+                        run_id=run_id)[0]["ns"]
     cpu_total, device_total = t.column("op_stats", "total_cpu_ns", "cpu_total_ns"), \
         t.column("op_stats", "total_device_ns", "device_total_ns")
     rows = t.rows(f"""
@@ -340,13 +403,17 @@ def _top_ops(t: _Tables, run_id: str) -> str | None:
                sum({cpu_total}) as total_cpu_ns, sum(self_device_ns) as self_device_ns,
                sum({device_total}) as total_device_ns
         from op_stats where run_id = $run_id group by op_name
-        order by self_device_ns desc, self_cpu_ns desc, name limit {TOP}
+        order by {"self_device_ns desc, " if attributed else ""}self_cpu_ns desc, name limit {TOP}
     """, run_id=run_id)
     if not rows:
-        return _missing("no operators in this run.")
+        return _why("GPU-only trace: it holds no CPU operators" if facts.kernels else "",
+                    "no operators in this run")
     for i, r in enumerate(rows, 1):
         r["rank_no"] = f"#{i}"
-    return html_table(rows, [("rank_no", "#"), ("name", "operator"), ("calls", "calls"),
+    note = "" if attributed or not facts.kernels else (
+        '<p class="note">No kernel launch lies inside a CPU operator in these traces, so no device time can be '
+        "attributed to operators: ranked by self CPU time.</p>")
+    return note + html_table(rows, [("rank_no", "#"), ("name", "operator"), ("calls", "calls"),
                              ("self_device_ns", "self device"), ("total_device_ns", "device total"),
                              ("self_cpu_ns", "self CPU"), ("total_cpu_ns", "CPU total")])
 
@@ -392,27 +459,97 @@ def _traces(t: _Tables, run_id: str, trace_files: Mapping[str, bytes]) -> str:
     return table + note + "".join(embedded)
 
 
+def _mfu(t: _Tables, run_id: str) -> str | None:
+    """Model FLOPs utilization per rank over its steps (step_mfu), where the traces recorded shapes."""
+    if not t.has("step_mfu"):
+        return None
+    rows = t.rows("""
+        select rank, count(*) as steps, sum(model_flops) as model_flops, avg(achieved_tflops_per_s) as tflops,
+               min(mfu_ratio) as min_mfu_ratio, median(mfu_ratio) as median_mfu_ratio, max(mfu_ratio) as max_mfu_ratio,
+               any_value(peak_tflops_per_s) as peak_tflops, any_value(dtype) as dtype,
+               any_value(gpu_model) as gpu_model
+        from step_mfu where run_id = $run_id and model_flops > 0 group by rank order by rank
+    """, run_id=run_id)
+    if not rows:
+        return None
+    for r in rows:
+        r["tflops_text"] = f"{r['tflops']:.3g}"
+        r["peak_text"] = f"{r['peak_tflops']:.4g} ({r['dtype']})" if r["peak_tflops"] else "—"
+    note = "" if any(r["median_mfu_ratio"] is not None for r in rows) else (
+        '<p class="note">No known dense peak for these devices (a CPU, or a GPU not in the peak table): FLOP/s only, '
+        "no utilization.</p>")
+    return note + html_table(rows, [("rank", "rank"), ("steps", "steps"), ("gpu_model", "device"),
+                                    ("tflops_text", "mean TFLOP/s"), ("peak_text", "peak TFLOP/s"),
+                                    ("min_mfu_ratio", "MFU min"), ("median_mfu_ratio", "MFU median"),
+                                    ("max_mfu_ratio", "MFU max")])
+
+
+def _comm_by_group(t: _Tables, run_id: str) -> str | None:
+    """Communication and its exposed part per process group and phase (comm_by_group), over the run's ranks."""
+    if not t.has("comm_by_group"):
+        return None
+    rows = t.rows("""
+        select coalesce(process_group, '(not in the trace)') as process_group, any_value(group_desc) as group_desc,
+               phase, sum(collectives) as collectives, sum(communication_ns) as communication_ns,
+               sum(exposed_ns) as exposed_ns, max(exposed_step_ratio) as worst_exposed_step_ratio,
+               count(distinct rank) as ranks
+        from comm_by_group where run_id = $run_id group by all
+        order by exposed_ns desc, process_group, phase
+    """, run_id=run_id)
+    if not rows:
+        return None
+    return html_table(rows, [("process_group", "process group"), ("group_desc", "description"), ("phase", "phase"),
+                             ("ranks", "ranks"), ("collectives", "collectives"), ("communication_ns", "communicating"),
+                             ("exposed_ns", "exposed"), ("worst_exposed_step_ratio", "worst share of a step")])
+
+
+def _pipeline(t: _Tables, run_id: str) -> str | None:
+    """Each pipeline stage's bubble against the schedule's ideal (pipeline_stages)."""
+    if not t.has("pipeline_stages"):
+        return None
+    rows = t.rows("""
+        select stage, rank, count(*) as steps, avg(bubble_ratio) as bubble_ratio,
+               avg(ideal_bubble_ratio) as ideal_bubble_ratio, avg(wait_ns) as wait_ns,
+               avg(send_recv_ns) as send_recv_ns, avg(compute_ns) as compute_ns
+        from pipeline_stages where run_id = $run_id and stage is not null group by all order by stage, rank
+    """, run_id=run_id)
+    if not rows:
+        return None
+    return html_table(rows, [("stage", "stage"), ("rank", "rank"), ("steps", "steps"),
+                             ("bubble_ratio", "bubble"), ("ideal_bubble_ratio", "schedule's ideal"),
+                             ("compute_ns", "computing per step"), ("send_recv_ns", "send/recv per step"),
+                             ("wait_ns", "waiting for a neighbour per step")])
+
+
 def run_report_sections(
     con: duckdb.DuckDBPyConnection, run_id: str, *, trace_files: Mapping[str, bytes] | None = None
 ) -> list[Section]:
     """The report's sections in reading order, each present only when its table exists (and, for the newer
     analyses, has rows for the run)."""
     t = _Tables(con)
-    has_steps = _has_steps(t, run_id)
+    facts = _facts(t, run_id)
+    has_steps = bool(facts.steps)
     start = _run_start(t, run_id)
+    no_steps_or_activity = facts.no_steps() if not (facts.kernels or facts.cpu_ops) else ""
     parts: list[tuple[str, str, str | None]] = [
         ("Recommendations", "recommendations", _recommendations(t, run_id)),
-        ("Stragglers", "stragglers", _stragglers(t, run_id)),
+        ("Model FLOPs utilization per rank", "mfu", _mfu(t, run_id)),
+        ("Communication per process group and phase", "groups", _comm_by_group(t, run_id)),
+        ("Pipeline bubble per stage", "pipeline", _pipeline(t, run_id)),
+        ("Stragglers", "stragglers", _stragglers(t, run_id, facts)),
         ("Run", "run", _summary(t, run_id)),
         ("Step time per rank" if has_steps else "Time per rank (no steps)", "steps",
-         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
+         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps,
+                        no_steps_or_activity or "no step could be timed in this run")
+         if t.has("step_breakdown") else None),
         ("Computation and communication overlap per rank", "overlap",
-         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
+         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps,
+                        facts.no_communication() or no_steps_or_activity or "no step could be timed in this run")
          if t.has("comm_overlap_by_step") else None),
         ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
-        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start)),
+        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start, facts)),
         (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id)),
-        (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id)),
+        (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id, facts)),
         (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id)),
         ("Traces", "traces", _traces(t, run_id, trace_files or {})),
     ]
