@@ -122,7 +122,7 @@ def test_report_leads_with_what_to_do_where_it_has_rows(example_lake):
         assert with_rows, run  # each run has something to lead with
         assert lead == [anchor for anchor in leading if anchor in lead] and set(with_rows) <= set(lead), (run, order)
     # rank 0 of a 2-rank job: the stragglers section says why it names none
-    assert "only 1 of the job's 2 ranks are traced in this run" in _report(example_lake, "nccl_rank0_of_2")
+    assert "only 1 of the job&#x27;s 2 ranks are traced in this run" in _report(example_lake, "nccl_rank0_of_2")
 
 
 def test_report_materialization_links_the_file(tmp_path):
