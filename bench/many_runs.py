@@ -1,7 +1,9 @@
 """Benchmark: a lake of N runs. Does opening it, committing one more run and a query pruned to one run stay flat?
 
 Ingests the shipped example traces into a template lake, then fills a fresh lake with N synthetic runs, each a copy
-of one template run (every raw table and mart) with kernel durations scaled by a per-run factor in [0.8, 1.2]. The
+of one template run (every raw table and mart) with kernel durations scaled by a per-run factor in [0.8, 1.2]. Runs
+come in jobs of ten (``job00042.run07``: job ``job00042``, as a job's runs sit in one folder), a minute apart, each
+job's runs copies of one template run; ``run_metrics`` says so (its ``job`` and ``started_ns``). The
 runs are written by DuckLake itself, as ingests write them (one Parquet file per run and table under ``run_id=…``,
 catalog rows and statistics made by the extension), ``--batch`` runs per transaction: the lake is the one per-run
 commits leave, but with a snapshot per batch instead of per run. The fill is tuned, not the lake: a DuckLake
@@ -14,7 +16,10 @@ threads). Then it times, in the N-run lake, what users do: open the lake, commit
 per-run commit (:func:`pipelines.lake.commit.replace_run`, every table in one transaction, then expiring the old
 version) of a new run and of a run already there, a query about one run (``pruned_query_s``: the run's own files,
 found in the catalog by one indexed query, as ``tracelake sql --run`` reads them; ``pruned_scan_s``: a DuckLake scan
-filtered to the run, which lists every run's file), and a query over all runs. Medians of 3 for each timed step.
+filtered to the run, which lists every run's file), a query over all runs, and ``tracelake check`` of a new run of a
+job in the middle of the lake (``check_new_run_s``: opening the lake, the run's verdict against its job's previous run
+from ``run_regressions`` over the job's rows alone, and what got slower behind it, as the command computes them;
+``check_rows_read``: the ``run_metrics`` rows the verdict read). Medians of 3 for each timed step.
 ``--catalog`` puts the catalog in PostgreSQL (an empty database) instead of the default SQLite file; ``--lake``
 keeps the filled lake there, and a later call with the same ``--lake`` (and ``--catalog``) and as many runs times
 it again without filling it.
@@ -47,6 +52,7 @@ from pipelines.lake.run_scope import scope_to_run  # noqa: E402
 from pipelines.rows import sql_path  # noqa: E402
 from pipelines.sources import discover_runs  # noqa: E402
 from transforms.composition.ingest import ingest_run  # noqa: E402
+from transforms.regressions import check_run  # noqa: E402
 
 CROSS_RUN = """
     select name, count(*) as calls, sum(dur_ns) as total_ns, count(distinct run_id) as runs
@@ -65,25 +71,46 @@ def _median_of_3(step) -> float:
     return statistics.median(times)
 
 
+RUNS_PER_JOB = 10
+
+
+def run_name(i: int) -> str:
+    """The i-th synthetic run's id: ten runs per job (as :data:`RUN_SQL` names them)."""
+    return f"job{i // RUNS_PER_JOB:05d}.run{i % RUNS_PER_JOB:02d}"
+
+
+RUN_SQL = f"printf('job%05d.run%02d', i // {RUNS_PER_JOB}, i % {RUNS_PER_JOB})"
+JOB_SQL = f"printf('job%05d', i // {RUNS_PER_JOB})"
+MINUTE_NS = 60 * 10**9
+
+
 def _copy_select(
     table: str, template_run: str, factor: str = "1.0", new_run: str | None = None, rows: str = "",
-    source: str = "template",
+    source: str = "template", job: str | None = None, order: str = "0",
 ) -> str:
     """One template run's rows of ``table`` (in the database ``source``) as another run's (``run_id`` =
     ``new_run``, or left out), kernel durations scaled by ``factor``; ``rows`` joins more rows onto each (the
-    batch of run numbers)."""
-    scaled = f" replace (cast(dur_ns * {factor} as bigint) as dur_ns)" if table == "raw.kernels" else ""
+    batch of run numbers). In ``run_metrics`` the run belongs to ``job`` (SQL; default the template's) and starts
+    ``order`` (SQL) minutes after the template."""
+    scaled = ""
+    if table == "raw.kernels":
+        scaled = f" replace (cast(dur_ns * {factor} as bigint) as dur_ns)"
+    elif table == "marts.run_metrics" and job:
+        scaled = f" replace ({job} as job, started_ns + ({order}) * {MINUTE_NS} as started_ns)"
     run = f"{new_run} as run_id, " if new_run else ""
     return (f"select {run}t.* exclude (run_id){scaled} from {source}.{table} as t{rows} "
             f"where run_id = {sql_path(template_run)}")
 
 
 def _attach_template(con: duckdb.DuckDBPyConnection, template: Lake) -> list[str]:
-    """Attach the template lake as ``template``; returns its ``layer.table`` names."""
+    """Attach the template lake as ``template``; returns its tables' ``layer.table`` names (not the views over every
+    run, which the lake keeps beside them)."""
     # Its own folder: a catalog inside its lake records the data path relative to itself.
     con.execute(f"attach {sql_path('ducklake:' + template.catalog.target)} as template "
                 f"(read_only, data_path {sql_path(template.data_path)}, override_data_path true)")
-    return sorted(lake_tables(con, "template"))
+    views = {f"{schema}.{name}" for schema, name in con.execute(
+        "select schema_name, view_name from duckdb_views() where database_name = 'template'").fetchall()}
+    return sorted(set(lake_tables(con, "template")) - views)
 
 
 def _template_runs(lake: Lake, template: Lake) -> list[str]:
@@ -110,9 +137,9 @@ def fill(lake: Lake, template: Lake, runs: int, batch_runs: int = BATCH) -> list
             con.execute("begin")
             for table in tables:
                 copies = [
-                    _copy_select(table, name, "(0.8 + 0.4 * (hash(i) % 1000) / 1000.0)", "printf('job%05d', i)", batch,
-                                 source="copied")
-                    + f" and i % {len(names)} = {n}"
+                    _copy_select(table, name, "(0.8 + 0.4 * (hash(i) % 1000) / 1000.0)", RUN_SQL, batch,
+                                 source="copied", job=JOB_SQL, order="i")
+                    + f" and (i // {RUNS_PER_JOB}) % {len(names)} = {n}"
                     for n, name in enumerate(names)
                 ]
                 con.execute(f"insert into lake.{table} " + " union all ".join(copies))
@@ -129,7 +156,8 @@ def _lake_runs(lake: Lake) -> int:
     if not lake.exists():
         return 0
     with lake.connect(read_only=True) as con:
-        return con.execute("select count(*) from lake.marts.runs where run_id like 'job%'").fetchone()[0]
+        return con.execute("select count(*) from lake.marts.runs where run_id similar to 'job[0-9]+\\.run[0-9]+'"
+                           ).fetchone()[0]
 
 
 def _catalog_bytes(lake: Lake) -> int:
@@ -140,6 +168,31 @@ def _catalog_bytes(lake: Lake) -> int:
         return con.execute(
             "from postgres_query('__ducklake_metadata_lake', 'select pg_database_size(current_database())')"
         ).fetchone()[0]
+
+
+def time_check(
+    lake: Lake, template: Lake, names: list[str], runs: int, suffix: str, catalog: str | None
+) -> dict[str, object]:
+    """``tracelake check`` of a new run of the job in the middle of the lake (committed as the job's latest run):
+    the verdict and what got slower behind it, as the command computes them after opening the lake."""
+    middle = runs // 2 // RUNS_PER_JOB
+    job, template_run = f"job{middle:05d}", names[middle % len(names)]
+    checked = f"{job}.{suffix}"
+    with lake.connect() as con:
+        tables = _attach_template(con, template)
+        replace_run(con, checked, {t: _copy_select(t, template_run, job=sql_path(job), order=str(runs))
+                                   for t in tables})
+        expire_old_versions(con)
+
+    def check(_: int) -> None:
+        with open_lake(lake.url, catalog=catalog) as con:
+            check_run(con, checked)
+
+    seconds = _median_of_3(check)
+    with open_lake(lake.url, catalog=catalog) as con:
+        verdict = check_run(con, checked)
+        (rows,) = con.execute("select count(*) from run_metrics").fetchone()  # the job-scoped view the verdict read
+    return {"check_new_run_s": seconds, "check_rows_read": rows, "check_baseline": verdict.baseline_run_id}
 
 
 def main() -> None:
@@ -178,9 +231,10 @@ def main() -> None:
                 expire_old_versions(con)
 
         results["commit_one_run_s"] = _median_of_3(lambda round_no: commit(f"new-{batch}-{round_no}"))
-        results["commit_existing_run_s"] = _median_of_3(lambda round_no: commit(f"job{round_no + 1:05d}"))
+        results["commit_existing_run_s"] = _median_of_3(lambda round_no: commit(run_name(round_no + 1)))
+        results |= time_check(lake, template, names, args.runs, f"new-{batch}", args.catalog)
         con = open_lake(lake.url, catalog=args.catalog)
-        pruned = f"job{args.runs // 2:05d}"
+        pruned = run_name(args.runs // 2)
 
         def scoped_query(_: int) -> None:  # `tracelake sql --run`, `open_lake(run=…)`: the run's own files
             scope_to_run(con, pruned, ["kernels"])

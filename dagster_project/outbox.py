@@ -21,8 +21,12 @@ from pathlib import Path
 import orjson
 
 from dagster_project.home import dagster_home
+from pipelines.lake.lake import Lake
+from pipelines.lake.read import read_lake
 from pipelines.staging.manifest import StagedRun
 from transforms.composition.steps import CommittedRun
+from transforms.regressions import RunNotChecked, check_run
+from transforms.units import format_change
 
 RECORDS = "tracelake-records"
 FORMAT = 1
@@ -67,8 +71,10 @@ class RunRecord:
     report_url: str | None = None
 
     @classmethod
-    def of(cls, committed: CommittedRun, report_url: str | None = None) -> RunRecord:
-        """The record of what ``committed`` made visible (and the report written after it)."""
+    def of(cls, committed: CommittedRun, report_url: str | None = None,
+           gate: CheckRecord | None = None) -> RunRecord:
+        """The record of what ``committed`` made visible, the report written after it and the regression gate's
+        verdict (:func:`regression_check`)."""
         staged, built = committed.staged, committed.built
         return cls(
             run_id=built.run_id,
@@ -81,7 +87,7 @@ class RunRecord:
             marts=[MartRecord(m.name, m.row_count, m.columns, [[str(v) for v in row] for row in m.preview])
                    for m in built.marts],
             checks=[CheckRecord(c.mart, c.name, c.passed, c.failures, str(c.sample[:3]), c.description)
-                    for m in built.marts for c in m.checks],
+                    for m in built.marts for c in m.checks] + ([gate] if gate else []),
             report_url=report_url,
         )
 
@@ -99,6 +105,23 @@ class RunRecord:
             raise ValueError(f"not a tracelake run record of format {FORMAT}")
         return cls(**{**document, "marts": [MartRecord(**m) for m in document["marts"]],
                       "checks": [CheckRecord(**c) for c in document["checks"]]})
+
+
+REGRESSION_CHECK = ("run_metrics", "no_regression")
+"""The regression gate on each new run, as ``tracelake check RUN`` evaluates it: a check of ``marts/run_metrics``."""
+
+
+def regression_check(lake: Lake, run_id: str) -> CheckRecord:
+    """The run's verdict against its job's previous run (``run_regressions``), read from the lake after its commit."""
+    mart, name = REGRESSION_CHECK
+    with read_lake(lake) as con:
+        try:
+            check = check_run(con, run_id, top=0)  # the verdict only: the UI links to the run's report
+        except RunNotChecked as exc:  # no headline metric to judge (no steps, no kernels, no memory events)
+            return CheckRecord(mart, name, True, 0, "", f"not checked: {exc}")
+    changes = ", ".join(f"{row['metric']} {format_change(row['change_ratio'])}" for row in check.metrics)
+    sample = f"baseline {check.baseline_run_id or 'none (the job’s first run)'}; {changes}"
+    return CheckRecord(mart, name, check.passed, len(check.regressions), sample, check.summary())
 
 
 def records_folder(home: Path | None = None) -> Path:

@@ -168,7 +168,7 @@ def bad_time_counts(rows: list[tuple[str | None, str | None]]) -> tuple[Counter[
     counts: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for row in rows:
-        codes = {}
+        codes: dict[str, str] = {}
         for field, text in zip(("ts", "dur"), row, strict=True):
             if text is not None:
                 codes.setdefault(time_code(text), f"{field}={text[:40]!r}")

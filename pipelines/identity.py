@@ -108,7 +108,8 @@ def claim_rank(metadata: dict[str, Any], trace: TraceFile) -> RankClaim:
     """A trace's rank: ``distributedInfo.rank``; else the number after a rank marker in its file name; else a bare
     number in its file name that is below the world size (``distributedInfo.world_size``, or where the trace has
     none, the number of trace files in its run); else 0."""
-    info = metadata.get("distributedInfo") if isinstance(metadata.get("distributedInfo"), dict) else {}
+    found = metadata.get("distributedInfo")
+    info: dict[str, Any] = found if isinstance(found, dict) else {}
     if _int(info.get("rank")) is not None:
         return RankClaim(info["rank"], "distributedInfo")
     from_name = rank_from_file_name(trace.url.rsplit("/", 1)[-1])

@@ -47,7 +47,17 @@ _SURROGATE_ESCAPE = re.compile(
     rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
 )
 _READ_BLOCK = 8 << 20
-_STREAM_ERRORS = (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
+# isal's stubs do not declare its error an exception class; it is one (zlib.error's counterpart).
+_ISAL_ERROR: type[Exception] = isal_zlib.error  # type: ignore[assignment]
+_STREAM_ERRORS = (OSError, EOFError, ValueError, zlib.error, _ISAL_ERROR)
+
+
+def _match_end(pattern: re.Pattern[bytes], data: bytes | bytearray, start: int, end: int | None = None) -> int:
+    """Where ``pattern``, which matches at ``start`` by construction (a separator just scanned, optional text), ends."""
+    found = pattern.match(data, start, len(data) if end is None else end)
+    if found is None:
+        raise AssertionError(f"{pattern.pattern!r} does not match at {start}")
+    return found.end()
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,7 @@ class GzipStream:
                     self._in_member = bool(rest)
                     if rest:
                         out += self._inflater.decompress(rest, max(size - len(out), 1))
-            except isal_zlib.error as exc:
+            except _ISAL_ERROR as exc:
                 self._pending, self._finished = exc, True
             if out:
                 return out
@@ -312,7 +322,7 @@ class EventChunker:
                 self._dropped["oversized_event"] += 1
                 skipping = True
             elif len(self._events) >= self._chunk_bytes and opened > 1:
-                yield self._take_events(opened, _SEPARATOR.match(self._events, opened).end())
+                yield self._take_events(opened, _match_end(_SEPARATOR, self._events, opened))
                 opened = 1
             block = self._read()
             if not block:
@@ -341,7 +351,7 @@ class EventChunker:
             self._truncated()
         if self._stream_broken():  # bytes inflated before the damage was found may be garbage
             last = self._salvage()
-        if _NO_EVENTS.match(self._events, 1, last).end() < last:
+        if _match_end(_NO_EVENTS, self._events, 1, last) < last:
             yield self._take_events(last, len(self._events))
         return keys
 

@@ -72,7 +72,7 @@ def test_uneven_gloo_ranks_really_wait_for_the_slow_one(gloo_traces_dir: Path) -
     extra = [e["dur"] for e in _spans(slow, "straggler_compute")]
     idle = [e["dur"] for e in _spans(fast, "straggler_compute")]
     assert len(extra) == len(idle) == len(ACTIVE_STEPS)
-    assert all(s > f + 1000 for s, f in zip(extra, idle)), (extra, idle)  # µs: rank 1 does more every step
+    assert all(s > f + 1000 for s, f in zip(extra, idle, strict=False)), (extra, idle)  # µs: rank 1 does more every step
 
     def comm_us(trace: dict[str, Any]) -> float:
         spans = (e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("gloo:"))
@@ -185,7 +185,7 @@ def test_pipeline_stages_exchange_each_micro_batch_with_their_neighbours(pipelin
             # Each call has its gloo:send/gloo:recv range on the same thread, starting inside the call.
             ranges = [e for e in spans if e["name"] in ("gloo:send", "gloo:recv")]
             assert len(ranges) == len(p2p)
-            for call, work in zip(p2p, ranges):
+            for call, work in zip(p2p, ranges, strict=False):
                 assert work["tid"] == call["tid"] and call["ts"] <= work["ts"] <= call["ts"] + call["dur"]
             if schedule_name == "gpipe":
                 annotations = {e["name"] for e in spans if e.get("cat") == "user_annotation"}

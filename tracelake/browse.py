@@ -88,8 +88,11 @@ def show_tables(
         print(f"tracelake tables: no table {table!r}; known: {', '.join(sorted(docs))}")
         return 2
     doc = docs.get(table)
-    columns = in_lake.get(table) or list(dict.fromkeys(["run_id", *(doc.grain if doc else ()), "rank",
-                                                        *(doc.columns if doc else {})]))
+    if doc and doc.layer == "fleet":  # a view over every run: its own grain, neither run_id nor rank implied
+        documented = [*doc.grain, *doc.columns]
+    else:
+        documented = ["run_id", *(doc.grain if doc else ()), "rank", *(doc.columns if doc else {})]
+    columns = in_lake.get(table) or list(dict.fromkeys(documented))
     _describe(doc, table, columns, fmt, lake=table in in_lake)
     return 0
 

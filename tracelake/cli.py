@@ -82,6 +82,18 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", help="also write the whole run_comparison table to this Parquet file")
     _lake_options(compare)
 
+    check = commands.add_parser("check", help="the regression gate: exit 1 when RUN regressed against its baseline "
+                                "beyond the threshold and the noise")
+    check.add_argument("run_id", help="the run to check")
+    check.add_argument("--baseline", help="the run to compare with (default: the previous run of RUN's job)")
+    check.add_argument("--max-regression", default="5%", help="how much worse a metric may get, as 5%% or 0.05 "
+                       "(default 5%%); a change inside the runs' step-to-step noise never fails")
+    check.add_argument("--metric", action="append", help="only this headline metric (repeatable; default all of "
+                       "run_metrics: step_ns, exposed_communication_ns, gpu_utilization_ratio, *_kernel_ns, ...)")
+    check.add_argument("--format", choices=("table", "json"), default="table", help="table: for people; json: "
+                       "the verdict, each metric and what got slower, exact values")
+    _lake_options(check)
+
     demo = commands.add_parser("demo", help="profile small torch jobs, ingest them with sample GPU traces, report")
     demo.add_argument("--lake", default="lake", help="where to write the demo lake (default: ./lake)")
     demo.add_argument("--traces", default="demo-traces", help="where to write the demo traces (default: ./demo-traces)")
@@ -188,6 +200,17 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_compare(args.run_a, args.run_b, args.lake, options=_storage_options(args.storage_option),
                            catalog=args.catalog, kinds=args.kind, limit=args.limit, fmt=args.format, out=args.out)
+    if args.command == "check":
+        from tracelake.check import parse_threshold, run_check
+
+        try:
+            threshold = parse_threshold(args.max_regression)
+        except ValueError as exc:
+            print(f"tracelake check: {exc}", file=sys.stderr)
+            return 2
+        return run_check(args.run_id, args.lake, baseline=args.baseline, max_regression=threshold,
+                         metrics=args.metric, options=_storage_options(args.storage_option), catalog=args.catalog,
+                         fmt=args.format)
     if args.command in ("history", "maintain", "migrate"):
         from tracelake import housekeeping
 

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from dagster_project.outbox import RunRecord, leave_records
+from dagster_project.outbox import RunRecord, leave_records, regression_check
 from pipelines.lake.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
@@ -77,9 +77,11 @@ def _ingest_one(target: _Target, run: RunSource, position: str) -> RunOutcome:
         PROGRESS.removeHandler(printer)
 
 
-def _record(landed: list[IngestedRun]) -> None:
-    """Leave the runs' records for the Dagster instance ``tracelake ui`` shows (:mod:`dagster_project.outbox`)."""
-    folder = leave_records([RunRecord.of(run.committed, run.report_url) for run in landed])
+def _record(lake: Lake, landed: list[IngestedRun]) -> None:
+    """Leave the runs' records, with the regression gate's verdict on each, for the Dagster instance ``tracelake ui``
+    shows (:mod:`dagster_project.outbox`)."""
+    folder = leave_records([RunRecord.of(run.committed, run.report_url, regression_check(lake, run.committed.built.run_id))
+                            for run in landed])
     print(f"recorded {plural(len(landed), 'run')} for the Dagster instance at {folder.parent} "
           "(tracelake ui shows them; --no-record skips this)", flush=True)
 
@@ -146,10 +148,11 @@ def ingest(
         outcomes = _in_workers(target, items, max(1, jobs))
     landed = [o.ingested for o in outcomes.values() if o.ingested is not None]
     failed = len(landed) < len(runs) or any(o.errors for o in outcomes.values())
-    print(f"ingested {plural(len(landed), 'run')} of {len(runs)} into {lake_url} in "
-          f"{time.perf_counter() - started:.1f} s: {'with errors' if failed else 'ok'}", flush=True)
+    count = plural(len(runs), "run") if len(landed) == len(runs) else f"{len(landed)} of {plural(len(runs), 'run')}"
+    print(f"ingested {count} into {lake_url} in {time.perf_counter() - started:.1f} s: "
+          f"{'with errors' if failed else 'ok'}", flush=True)
     if record and landed:
-        _record(landed)
+        _record(lake, landed)
     fleet = write_fleet_view(lake)
     print(f"reports: {fleet} (the fleet view; each run's report beside it, <run_id>.html)", flush=True)
     return 1 if failed else 0

@@ -23,6 +23,7 @@ from pipelines.lake.lake import ALIAS, LAYERS, Lake
 from pipelines.lake.read import SEARCH_PATH, table_names
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.retry import retrying
+from pipelines.rows import one
 from pipelines.settings import SQL_MEMORY_LIMIT, SQL_TIME_LIMIT_S
 from tracelake.sql_policy import check_query
 
@@ -116,7 +117,7 @@ def run_query(
             try:
                 return _run_once(query, lake, run)
             except _VersionExpired as expired:
-                if attempt.last:  # DuckDB's own error, as any other reading error
+                if attempt.last and isinstance(expired.__cause__, duckdb.Error):  # DuckDB's own error, as any other
                     raise expired.__cause__ from None
                 raise
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -221,7 +222,7 @@ def _run_once(query: str, lake: Lake, run: str | None) -> tuple[list[str], list[
             if run is not None:  # before confining: the views are made from the catalog's own database
                 seen = scope_to_run(con, run, duckdb.get_table_names(query))
             else:
-                (seen,) = con.execute(f"select id from {ALIAS}.current_snapshot()").fetchone()
+                (seen,) = one(con.execute(f"select id from {ALIAS}.current_snapshot()"))
             confine(con, lake)
             timer.start()
             cursor = con.execute(query)
@@ -229,7 +230,7 @@ def _run_once(query: str, lake: Lake, run: str | None) -> tuple[list[str], list[
         except duckdb.InterruptException as exc:
             raise TimeoutError(f"the query ran longer than {TIME_LIMIT_S:g} s (TRACELAKE_SQL_TIME_LIMIT_S)") from exc
         except duckdb.IOException as exc:
-            (latest,) = con.execute(f"select id from {ALIAS}.current_snapshot()").fetchone()
+            (latest,) = one(con.execute(f"select id from {ALIAS}.current_snapshot()"))
             if seen is None or latest > seen:
                 raise _VersionExpired from exc
             raise

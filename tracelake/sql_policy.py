@@ -18,6 +18,7 @@ import duckdb
 import orjson
 
 from pipelines.lake.lake import ALIAS, LAYERS
+from pipelines.rows import one
 
 # Table functions in FROM: rows made from their arguments only.
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
@@ -150,7 +151,7 @@ def check_query(con: duckdb.DuckDBPyConnection, select: str, tables: Iterable[st
     Raises:
         QueryRefused: naming the first table, function or construct that is not allowed.
     """
-    (serialized,) = con.execute("select json_serialize_sql($q)", {"q": select}).fetchone()
+    (serialized,) = one(con.execute("select json_serialize_sql($q)", {"q": select}))
     tree = orjson.loads(serialized)
     if tree.get("error"):
         raise QueryRefused(f"tracelake sql runs one SELECT: {tree.get('error_message')}")

@@ -338,13 +338,18 @@ def _parallel_groups_rank(rank: int, world_size: int, port: int, out_url: str, r
             # Runs inside Optimizer.step: wait for the DP gradient sums, then clip by the global norm over TP.
             while pending:
                 pending.pop().wait()
+            def grad_of(param: torch.Tensor) -> torch.Tensor:
+                assert param.grad is not None, "every parameter has its gradient by the optimizer's step"
+                return param.grad
+
             for param in model.parameters():
-                param.grad.div_(dist.get_world_size(dp_group))
-            squared = torch.stack([p.grad.square().sum() for p in sharded])
+                grad_of(param).div_(dist.get_world_size(dp_group))
+            squared = torch.stack([grad_of(p).square().sum() for p in sharded])
             dist.all_reduce(squared, group=tp_group)
-            norm = (squared.sum() + sum(p.grad.square().sum() for p in model.embed.parameters())).sqrt()
+            embed = torch.stack([grad_of(p).square().sum() for p in model.embed.parameters()]).sum()
+            norm = (squared.sum() + embed).sqrt()
             for param in model.parameters():
-                param.grad.mul_(torch.clamp(_MAX_GRAD_NORM / (norm + 1e-6), max=1.0))
+                grad_of(param).mul_(torch.clamp(_MAX_GRAD_NORM / (norm + 1e-6), max=1.0))
 
         optimizer.register_step_pre_hook(finish_gradients)
         generator = torch.Generator().manual_seed(rank // _TP_SIZE)  # one batch per DP replica

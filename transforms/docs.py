@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.tables import RAW_TABLES
-from transforms.models import discover_models
+from transforms.models import discover_fleet_views, discover_models
 
 COMMON_COLUMNS: dict[str, str] = {
     "run_id": "the run: the trace folder's path under SOURCE, '/' as '.'",
@@ -51,7 +51,7 @@ class TableDoc:
     """A table's meaning and its columns' meanings."""
 
     name: str
-    layer: str  # raw or marts
+    layer: str  # raw, marts (built per run) or fleet (views over every run)
     summary: str
     columns: dict[str, str] = field(default_factory=dict)
     source: str = ""  # the anchor the definition follows
@@ -66,10 +66,18 @@ def mart_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
     }
 
 
+def fleet_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
+    """Every view over all runs' doc, from its SQL header, as marts'."""
+    return {
+        name: TableDoc(name, "fleet", model.description, model.columns, model.source, model.grain)
+        for name, model in discover_fleet_views(sql_root).items()
+    }
+
+
 def all_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
-    """Raw and mart docs by table name."""
+    """Raw, mart and fleet-view docs by table name."""
     raw = {name: TableDoc(name, "raw", table.summary, table.columns) for name, table in RAW_TABLES.items()}
-    return raw | mart_docs(sql_root)
+    return raw | mart_docs(sql_root) | fleet_docs(sql_root)
 
 
 def column_doc(doc: TableDoc | None, column: str) -> str:
@@ -97,6 +105,10 @@ Why is the GPU idle?                 idle_time (per stream: host_wait = CPU enqu
 How much memory, and when?           memory_timeline (curve), memory_peaks (peak and the step it fell in)
 Which collective, which rank waits?  collectives (per instance and rank: wait_ns, skew, algbw/busbw), comm_ops
 What changed between two runs?       tracelake compare A B (run_comparison); the fleet view LAKE/reports/index.html
+Did a run regress, across the fleet? run_metrics (per run: headline metrics, median over healthy steps, spread),
+                                     run_regressions (each run against its job's previous run: change, noise,
+                                     verdict; tracelake check RUN gates CI on it), straggler_history (per job and
+                                     rank: straggler in how many of the last 10 runs, on which host)
 What should I fix first?             recommendations (tb_plugin's rules and ours: metric, threshold, advice)
 Which rank holds the others up?      stragglers (per rank: arrived last, wait caused, verdict), collectives
 What bounds each step?               critical_path (HTA's critical path: cpu, gpu_compute, communication,

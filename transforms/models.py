@@ -15,11 +15,16 @@ from pipelines.rows import small_statements
 from pipelines.shipped import shipped_folder
 
 LAYERS = ("staging", "intermediate", "marts")
-_PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": ""}
+"""The layers built for each run, in the order they read one another."""
+FLEET_LAYER = "fleet"
+"""Views over every run (``sql/fleet/``): stored in the lake's catalog (:mod:`pipelines.lake.fleet_views`), never built
+per run; they read the marts of every run."""
+_PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": "", FLEET_LAYER: ""}
 _HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized)\s*:\s*(.+)$")
 _COLUMN_LINE = re.compile(r"^--\s*column:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$")
 # Intermediates are read by several models each, so they are computed once as tables by default.
-_DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table"}
+_DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table", FLEET_LAYER: "view"}
+_ONLY_MATERIALIZED = {"marts": "table", FLEET_LAYER: "view"}
 
 
 @dataclass(frozen=True)
@@ -92,11 +97,12 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
         elif not keys:  # the description is the text above the keys
             description.append(line.lstrip("-").strip())
     grain = tuple(c.strip() for c in keys["grain"].split(",")) if "grain" in keys else ()
-    if layer == "marts" and not grain:
-        raise ValueError(f"{path}: a mart needs a '-- grain: col, ...' header line")
+    if layer in _ONLY_MATERIALIZED and not grain:
+        raise ValueError(f"{path}: a model of sql/{layer}/ needs a '-- grain: col, ...' header line")
     materialized = keys.get("materialized", _DEFAULT_MATERIALIZED[layer])
-    if materialized not in ("view", "table") or (layer == "marts" and materialized != "table"):
-        raise ValueError(f"{path}: materialized must be 'view' or 'table' (marts are always tables)")
+    if materialized not in ("view", "table") or _ONLY_MATERIALIZED.get(layer, materialized) != materialized:
+        raise ValueError(f"{path}: materialized must be 'view' or 'table' (marts are always tables, fleet models "
+                         "always views)")
     if tree.get("error"):
         raise ValueError(f"{path}: SQL does not parse: {tree.get('error_message')}")
     deps = table_references(tree)
@@ -105,13 +111,23 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
                     columns)
 
 
+def _model_files(root: Path, layers: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:
+    return tuple((path, path.read_text()) for layer in layers for path in sorted((root / layer).glob("*.sql")))
+
+
 def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:
-    """Every model under ``sql_root``, by name; parsed again only when a file was added, removed or edited."""
+    """Every model built for each run under ``sql_root`` (the :data:`LAYERS`), by name; parsed again only when a
+    file was added, removed or edited."""
     root = sql_root or default_sql_root()
-    files = tuple((path, path.read_text()) for layer in LAYERS for path in sorted((root / layer).glob("*.sql")))
+    files = _model_files(root, LAYERS)
     if not any(path.parent.name == "marts" for path, _ in files):
         raise FileNotFoundError(f"no SQL models in {root / 'marts'}: nothing to build")  # never an empty success
     return dict(_parse_models(files))  # a copy: the cached dict stays as parsed
+
+
+def discover_fleet_views(sql_root: Path | None = None) -> dict[str, SqlModel]:
+    """The views over every run (``sql/fleet/``), by name: what each row is, its grain and columns, as marts."""
+    return dict(_parse_models(_model_files(sql_root or default_sql_root(), (FLEET_LAYER,))))
 
 
 @functools.lru_cache(maxsize=8)

@@ -64,8 +64,16 @@ def format_bytes(value: float) -> str:
 
 
 def format_ratio(value: float) -> str:
-    """A ratio in [0, 1] as a percentage: ``37.5 %``."""
-    return f"{100 * value:.3g} %"
+    """A ratio in [0, 1] as a percentage: ``37.5 %``; a share under 0.01 % as ``< 0.01 %``, never in e-notation."""
+    percent = 100 * value
+    if 0 < abs(percent) < 0.01:
+        return "< 0.01 %" if percent > 0 else "> -0.01 %"
+    return f"{percent:.3g} %" if abs(percent) < 1000 else f"{percent:,.0f} %"
+
+
+def format_change(ratio: float | None) -> str:
+    """A signed relative change as a percentage: ``+27.4 %``, ``-3.0 %``; ``—`` for none."""
+    return "—" if ratio is None else f"{100 * ratio:+.1f} %".replace("-0.0 %", "+0.0 %")
 
 
 def format_timestamp_ns(value: int) -> str:

@@ -1,10 +1,12 @@
 """One asset per SQL mart, downstream of the raw tables (and marts) its SQL reads."""
 
+
 import dagster as dg
 
 from dagster_project.assets.raw import version_of
 from dagster_project.metadata import check_outcomes, mart_metadata
-from dagster_project.outbox import RunRecord
+from dagster_project.outbox import REGRESSION_CHECK as GATE
+from dagster_project.outbox import RunRecord, regression_check
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource
 from pipelines.staging.manifest import read_run_manifest
@@ -18,6 +20,8 @@ from transforms.models import default_sql_root, discover_models
 SQL_ROOT = default_sql_root()
 MODELS = discover_models(SQL_ROOT)
 MARTS = sorted(name for name, model in MODELS.items() if model.layer == "marts")
+# The regression gate on each new run, as `tracelake check RUN` evaluates it: a failed check in the UI.
+REGRESSION_CHECK = dg.AssetCheckKey(dg.AssetKey(["marts", GATE[0]]), GATE[1])
 
 
 def _spec(name: str) -> dg.AssetSpec:
@@ -51,7 +55,9 @@ def _commit(context: dg.AssetExecutionContext, lake: LakeResource, settings: Ing
         dg.AssetCheckSpec(check, asset=dg.AssetKey(["marts", name]))
         for name in MARTS
         for check in check_names(MODELS[name], SQL_ROOT)
-    ],
+    ] + [dg.AssetCheckSpec(REGRESSION_CHECK.name, asset=REGRESSION_CHECK.asset_key,
+                           description="no headline metric of the run got worse than its job's previous run by more "
+                           "than 5 % and the two runs' step-to-step noise (run_regressions; tracelake check)")],
     partitions_def=trace_runs,
     can_subset=True,
     name="marts",
@@ -62,7 +68,9 @@ def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings
     if committed.built.failure:
         raise dg.Failure(f"{committed.built.failure} (the raw tables were committed, as snapshot "
                          f"{committed.commit.snapshot_id}, with the failure as a quality issue)")
-    record = RunRecord.of(committed)
+    gated = REGRESSION_CHECK in context.selected_asset_check_keys and any(
+        mart.name == REGRESSION_CHECK.asset_key.path[-1] for mart in committed.built.marts)
+    record = RunRecord.of(committed, gate=regression_check(lake.lake(), context.partition_key) if gated else None)
     for key, metadata in mart_metadata(record).items():
         yield dg.MaterializeResult(asset_key=key, metadata=metadata)
     for check in check_outcomes(record):

@@ -37,6 +37,7 @@ from urllib.parse import quote, unquote, urlsplit
 import duckdb
 
 from pipelines.lake.extensions import extension_connection
+from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.locks import wait_notice
 from pipelines.retry import retrying
 from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
@@ -366,6 +367,7 @@ class Lake:
                         con.execute(f"create schema if not exists {ALIAS}.{layer}")
                     self._index_catalog(con)
                     _set_file_options(con)
+                    store_fleet_views(con, ALIAS)
                 return
             except duckdb.Error as exc:
                 with contextlib.suppress(duckdb.Error):

@@ -134,7 +134,7 @@ def gloo_instances(events: list[Span]) -> list[Instance]:
         start, end = (min(r.start, call.start), max(r.end, call.end)) if call.tid == r.tid else (r.start, r.end)
         size = sum(
             _product(dims) * _ELEMENT_BYTES[kind.lower()]
-            for dims, kind in zip(r.args["Input Dims"], r.args["Input type"])
+            for dims, kind in zip(r.args["Input Dims"], r.args["Input type"], strict=False)
         )
         name = r.name.removeprefix("gloo:")
         peer = int(call.args["Concrete Inputs"][2]) if name in ("send", "recv") else None
@@ -182,7 +182,7 @@ def pipeline_figures(traces: dict[int, list[Span]], step: int) -> dict[int, Stag
         for peer in {i.peer for i in mine}:
             recvs = [i for i in mine if i.name == "recv" and i.peer == peer]
             sends = [i for i in p2p[peer] if i.name == "send" and i.peer == rank]
-            waits += [(r.start, min(r.end, s.start)) for r, s in zip(recvs, sends) if s.start > r.start]
+            waits += [(r.start, min(r.end, s.start)) for r, s in zip(recvs, sends, strict=False) if s.start > r.start]
         in_p2p = clip([(i.start, i.end) for i in mine], window)
         in_wait = clip(waits, window)
         first_recv = next((i for i in mine if i.name == "recv"), None)

@@ -30,7 +30,7 @@ def read_mart(lake_dir: Path, mart: str) -> list[dict]:
         return []
     cur = con.execute(f"select * from read_parquet({files!r}, hive_partitioning = true)")
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row)) for row in cur.fetchall()]
+    return [dict(zip(cols, row, strict=False)) for row in cur.fetchall()]
 
 
 def query_model(lake: Lake, run_id: str, model: str, sql: str) -> list[tuple]:

@@ -304,7 +304,7 @@ def _hta_annotation_breakdown(
     frame = BreakdownAnalysis.get_gpu_user_annotation_breakdown(
         analysis.t, use_gpu_annotation=use_gpu_annotation, visualize=False, duration_ratio=1.0, num_kernels=10**6
     )
-    return dict(zip(frame["name"], frame["sum (us)"]))
+    return dict(zip(frame["name"], frame["sum (us)"], strict=False))
 
 
 @pytest.mark.slow

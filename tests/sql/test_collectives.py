@@ -104,7 +104,7 @@ def collectives_marts(tmp_path_factory: pytest.TempPathFactory):
         (results[run.run_id],) = ingest_run(run, lake, select={"collectives"}).marts
         rel = duckdb.sql(f"select * from read_parquet('{lake.url}/marts/collectives/run_id={run.run_id}/*.parquet')")
         for row in rel.fetchall():
-            r = dict(zip(rel.columns, row))
+            r = dict(zip(rel.columns, row, strict=False))
             rows[(run.run_id, r["rank"], r["process_group"], r["seq"])] = r
     return results, rows
 

@@ -67,7 +67,7 @@ def critical_path_rows(lake: Lake, run_id: str, trace_id: str) -> dict[int, dict
                                   params={"run": run_id, "trace": trace_id})
     steps: dict[int, dict[str, dict]] = {}
     for values in rel.fetchall():
-        row = dict(zip(rel.columns, values))
+        row = dict(zip(rel.columns, values, strict=False))
         steps.setdefault(row["step"], {})[row["bound_by"]] = row
     return steps
 

@@ -86,7 +86,7 @@ def mart_rows(lake: Lake, mart: str, run_id: str, trace_file: str) -> list[dict]
     trace_id = Path(trace_file).name.split(".")[0]
     rel = open_lake(lake.url).sql(f"select * from {mart} where run_id = $run and trace_id = $trace",
                                   params={"run": run_id, "trace": trace_id})
-    return [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+    return [dict(zip(rel.columns, row, strict=False)) for row in rel.fetchall()]
 
 
 def test_hta_marts_pass_their_checks(hta_lake):
@@ -148,7 +148,7 @@ def test_kernel_type_breakdown_matches_hta(case, hta_lake, hta_tmp):
 
 def assert_kernel_type_breakdown(ta, rows: list[dict]) -> None:
     ref_df, _ = ta.get_gpu_kernel_breakdown(visualize=False)
-    ref = dict(zip(ref_df["kernel_type"], ref_df["sum"]))
+    ref = dict(zip(ref_df["kernel_type"], ref_df["sum"], strict=False))
     ours = {r["kernel_type"]: r for r in rows}
     assert set(ours) == set(ref)
     total = sum(ref.values())
@@ -289,7 +289,7 @@ NS_CASES = [("simple_add", "alexnet_trace.json.gz"), ("rank0_of_16", "rank-0.jso
 def write_ns_trace(src: Path, dst: Path, seed: int = 17) -> None:
     """``src`` with every integer ts and dur given ns decimals: start and end each moved later by 0-999 ns
     (end never before start). Numbers are written from exact integers, never through a float."""
-    trace = json.loads(gzip.open(src).read())
+    trace = json.loads(gzip.decompress(src.read_bytes()))
     rng = random.Random(seed)
     for ev in trace["traceEvents"]:
         if isinstance(ev.get("ts"), int):
@@ -323,7 +323,8 @@ def test_ns_resolution_trace_matches_hta(case, ns_lake):
 
     lake, root = ns_lake
     folder = case[0]
-    text = gzip.open(root / folder / "rank-0.json.gz", "rt").read(200_000)
+    with gzip.open(root / folder / "rank-0.json.gz", "rt") as stream:
+        text = stream.read(200_000)
     assert re.search(r'"ts": \d{16}\.\d{3}', text), "the variant carries ns decimals on absolute µs"
     logging.getLogger("hta").setLevel(logging.ERROR)
     ta = TraceAnalysis(trace_dir=str(root / folder))
@@ -341,7 +342,7 @@ def test_ns_resolution_trace_matches_hta(case, ns_lake):
         ref["idle_time(us)"] * 1000, ref["compute_time(us)"] * 1000, ref["non_compute_time(us)"] * 1000)
     ref_df, _ = ta.get_gpu_kernel_breakdown(visualize=False)
     ours = {r["kernel_type"]: r["total_ns"] for r in mart_rows(lake, "kernel_type_breakdown", folder, trace)}
-    assert ours == {k: v * 1000 for k, v in zip(ref_df["kernel_type"], ref_df["sum"])}
+    assert ours == {k: v * 1000 for k, v in zip(ref_df["kernel_type"], ref_df["sum"], strict=False)}
 
 
 def test_zero_length_states_and_zero_overlap_match_hta(tmp_path):

@@ -104,5 +104,5 @@ def test_kernel_types_meeting_as_hta(hta_edges) -> None:
     src, rows = hta_edges
     ours = {r["kernel_type"]: r["total_ns"] for r in rows["kernel_type_breakdown"]["kernels_meeting"]}
     ref, _ = _hta(src / "kernels_meeting").get_gpu_kernel_breakdown(visualize=False)
-    assert ours == {k: v * 1000 for k, v in zip(ref["kernel_type"], ref["sum"])} == {
+    assert ours == {k: v * 1000 for k, v in zip(ref["kernel_type"], ref["sum"], strict=False)} == {
         "COMPUTATION": 50_000, "COMMUNICATION": 100_000, "COMPUTATION overlapping COMMUNICATION": 0}

@@ -59,7 +59,7 @@ def test_kernel_sequences_match_hta(case, lake, shared_traces, tmp_path):
     rows = open_lake(lake.url).sql(
         "select * from kernel_sequences where run_id = $run and trace_id = $trace",
         params={"run": folder, "trace": file.split(".")[0]})
-    ours = {"|".join([r["op_name"], *r["kernels"]]): r for r in (dict(zip(rows.columns, t)) for t in rows.fetchall())}
+    ours = {"|".join([r["op_name"], *r["kernels"]]): r for r in (dict(zip(rows.columns, t, strict=False)) for t in rows.fetchall())}
     assert ours, "every case has at least one pattern of two or more GPU events"
     assert set(ours) == set(ref)
     for pattern, (count, gpu_us, cpu_us) in ref.items():

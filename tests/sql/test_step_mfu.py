@@ -118,7 +118,7 @@ def mfu(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict[str, list[
 def test_model_flops_per_step_are_torchs_count(mfu) -> None:
     rows, torch_flops = mfu
     assert sorted(rows["plain"]) == [1, 2] and len(torch_flops["plain"]) == 2
-    for step, flops in zip((1, 2), torch_flops["plain"]):
+    for step, flops in zip((1, 2), torch_flops["plain"], strict=False):
         row = rows["plain"][step]
         assert row["model_flops"] == row["hardware_flops"] == flops > 0
         assert row["dtype"] == "fp32" and row["rank"] == 0
@@ -131,7 +131,7 @@ def test_recomputation_is_hardware_flops_only(mfu) -> None:
     """torch counts every GEMM it ran, the checkpointed block's forward twice: that is hardware FLOPs; the model
     did the plain run's work."""
     rows, torch_flops = mfu
-    for step, flops in zip((1, 2), torch_flops["checkpointed"]):
+    for step, flops in zip((1, 2), torch_flops["checkpointed"], strict=False):
         row = rows["checkpointed"][step]
         assert row["hardware_flops"] == flops
         assert row["hardware_flops"] - row["model_flops"] == RECOMPUTED_FLOPS

@@ -113,7 +113,7 @@ def _gloo_reference(run_dir: Path) -> dict[int, dict[str, int]]:
             continue
         latest = max(starts.values())
         last = [r for r, t in starts.items() if t == latest]
-        for rank, t in starts.items():
+        for rank in starts:
             row = ref.setdefault(rank, {"collectives": 0, "arrived_last": 0, "caused_wait": 0.0})
             row["collectives"] += 1
             if rank in last:

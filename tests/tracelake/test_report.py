@@ -85,8 +85,11 @@ def test_reports_render_in_chromium_without_overflow(example_lake, tmp_path):
                 layout = page.evaluate(LAYOUT)
                 png = page.screenshot(tmp_path / f"{run_id}.png")
             headings = layout["headings"]
-            lead = [h for h in headings[:2] if h in ("Recommendations", "Stragglers")]  # what to do comes first
-            assert headings[len(lead)] == "Run" and headings[-1] == "Traces", headings
+            # what to do comes first: the advice, then the large-model analyses and the stragglers where they have rows
+            leading = ("Recommendations", "Model FLOPs utilization per rank", "Communication per process group and "
+                       "phase", "Pipeline bubble per stage", "Stragglers")
+            lead = headings[:headings.index("Run")]
+            assert lead == [h for h in leading if h in lead] and headings[-1] == "Traces", headings
             for text in texts:
                 assert text in layout["text"], (run_id, text)
             assert "None" not in layout["text"].split() and "nan" not in layout["text"].split()
@@ -104,16 +107,22 @@ def test_reports_render_in_chromium_without_overflow(example_lake, tmp_path):
             assert len(np.unique(pixels[..., :3].reshape(-1, 3), axis=0)) > 50, "too few colours for charts"
 
 
-def test_report_leads_with_recommendations_and_stragglers_when_they_exist(example_lake):
+def test_report_leads_with_what_to_do_where_it_has_rows(example_lake):
+    """Recommendations, then the large-model analyses (MFU, communication per group and phase, pipeline bubbles) and
+    the stragglers, each where its table has rows for the run, before the run's facts."""
     con = open_lake(str(example_lake))
-    run = "nccl_rank0_of_2"
-    html = _report(example_lake, run)
-    order = re.findall(r'<section id="([a-z]+)">', html)
-    expected = [t for t in ("recommendations", "stragglers")
-                if con.execute(f"select count(*) from {t} where run_id = $run", {"run": run}).fetchone()[0]]
-    assert expected  # that run has recommendations
-    assert order[: len(expected)] == expected
-    assert order[len(expected)] == "run"
+    leading = {"recommendations": "recommendations", "mfu": "step_mfu", "groups": "comm_by_group",
+               "pipeline": "pipeline_stages", "stragglers": "stragglers"}
+    for run in ("nccl_rank0_of_2", "cpu_mlp"):
+        html = _report(example_lake, run)
+        order = re.findall(r'<section id="([a-z]+)">', html)
+        with_rows = [anchor for anchor, table in leading.items()
+                     if con.execute(f"select count(*) from {table} where run_id = $run", {"run": run}).fetchone()[0]]
+        lead = order[: order.index("run")]
+        assert with_rows, run  # each run has something to lead with
+        assert lead == [anchor for anchor in leading if anchor in lead] and set(with_rows) <= set(lead), (run, order)
+    # rank 0 of a 2-rank job: the stragglers section says why it names none
+    assert "only 1 of the job&#x27;s 2 ranks are traced in this run" in _report(example_lake, "nccl_rank0_of_2")
 
 
 def test_report_materialization_links_the_file(tmp_path):

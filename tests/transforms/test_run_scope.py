@@ -14,7 +14,8 @@ from types import ModuleType
 import duckdb
 import pytest
 
-from pipelines.lake.lake import Lake, run_scope
+from pipelines.lake import run_scope
+from pipelines.lake.lake import Lake
 from pipelines.lake.read import read_lake
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.sources import discover_runs

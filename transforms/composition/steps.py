@@ -19,7 +19,8 @@ from typing import Any
 import duckdb
 
 from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
-from pipelines.lake.lake import Lake
+from pipelines.lake.fleet_views import store_fleet_views
+from pipelines.lake.lake import ALIAS, Lake
 from pipelines.lake.maintenance import remove_run_leftovers
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import PARQUET_FORMAT, rows_query, sql_path
@@ -105,8 +106,8 @@ def _stage_marts(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, versio
     files = {}
     for mart in marts:
         url = posixpath.join(folder, f"{mart.name}.parquet")
-        con.execute(f"copy (select $run_id::varchar as run_id, * from {mart.name}) to {sql_path(url)} "
-                    f"({PARQUET_FORMAT})", {"run_id": run_id}).fetchall()
+        con.execute(f"copy (select $run_id::varchar as run_id, * exclude (run_id) from {mart.name}) "
+                    f"to {sql_path(url)} ({PARQUET_FORMAT})", {"run_id": run_id}).fetchall()
         files[f"marts.{mart.name}"] = [url]
     failed = [check.quality_issue(run_id) for mart in marts for check in mart.checks if not check.passed]
     return files | _issue_file(lake, con, run_id, version, "checks", failed)
@@ -190,6 +191,7 @@ def commit_run(
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
             expire_old_versions(con, retention or RETENTION.text())
+            store_fleet_views(con, ALIAS)  # the lake's first commit made the tables they read
             remove_run_leftovers(lake, con, run_id)
     finally:
         discard_staging(lake, run_id, built.version)

@@ -164,8 +164,10 @@ def run_metric_trends(rows: Sequence[dict[str, Any]], *, metrics: Sequence[str])
         {"mark": {"type": "point", "filled": True, "size": 70}, "encoding": {**encoding, "color": regressed}},
     ], "width": 280, "height": 160}
     header = {"title": None, "labelFontSize": 12, "labelFontWeight": "bold"}
+    # Each panel draws its own time axis: a shared one sits under each grid column, so an odd panel count left an
+    # axis under the empty cell.
     return _chart(list(rows), facet={"field": "metric", "type": "nominal", "sort": list(metrics), "header": header},
-                  spec=panel, columns=2, resolve={"scale": {"y": "independent"}})
+                  spec=panel, columns=2, resolve={"scale": {"y": "independent"}, "axis": {"x": "independent"}})
 
 
 def _short(name: str, limit: int = 48) -> str:

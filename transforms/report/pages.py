@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 import duckdb
 
+from pipelines.lake.fleet_views import read_current_fleet_views
+from pipelines.lake.lake import ALIAS
 from transforms.report import charts
 from transforms.units import (
     duration_unit,
     format_bytes,
+    format_change,
     format_ns,
     format_ratio,
     format_timestamp_ns,
@@ -44,6 +48,7 @@ h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.15em; margin-top
 .sub { color: #666; margin-top: 0; } .note { color: #666; font-size: .9em; } .missing { color: #888; font-style: italic; }
 table { border-collapse: collapse; font-size: .85em; width: 100%; table-layout: auto; margin: .5em 0; }
 td, th { padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; border-bottom: 1px solid #eee; }
+th, .id { overflow-wrap: normal; } .worse { color: #b3261e; font-weight: 600; }
 th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .short { white-space: nowrap; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: .9em; }
@@ -191,12 +196,20 @@ def _recommendations(t: _Tables, run_id: str) -> str | None:
     return f"<ul>{items}</ul>"
 
 
-def _stragglers(t: _Tables, run_id: str) -> str | None:
+def _stragglers(t: _Tables, run_id: str, facts: _Facts) -> str | None:
     if not t.has("stragglers"):
         return None
     rows = t.rows("select * from stragglers where run_id = $run_id order by rank", run_id=run_id)
     if not rows:
-        return None
+        if facts.ranks < 2 and not facts.communication:
+            return None  # a single process without communication: nothing to say
+        partial = facts.world_size is not None and facts.ranks < facts.world_size
+        return _why(facts.no_communication(),
+                    f"only {facts.ranks} of the job's {facts.world_size} ranks are traced in this run: a straggler is "
+                    "found by comparing ranks (ingest every rank's trace into the run)" if partial else "",
+                    "one rank only: a straggler is found by comparing ranks" if facts.ranks < 2 else "",
+                    "the ranks' collectives could not be matched (quality issue "
+                    "check_failed:stragglers:ranks_compared)")
     late = [r for r in rows if r.get("is_straggler")]
     if late:
         names = ", ".join(f"rank {r['rank']}" for r in late)
@@ -208,19 +221,64 @@ def _stragglers(t: _Tables, run_id: str) -> str | None:
                                        ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")])
 
 
-def _has_steps(t: _Tables, run_id: str) -> bool:
-    return t.has("steps") and bool(t.rows("select 1 from steps where run_id = $run_id limit 1", run_id=run_id))
+@dataclass(frozen=True)
+class _Facts:
+    """What a run's traces hold, to say why a section is empty instead of naming a table."""
+
+    steps: int
+    kernels: int
+    cpu_ops: int
+    ranks: int
+    world_size: int | None
+    communication: int
+    """Collective and point-to-point instances (communication kernels, record_param_comms, gloo ranges)."""
+    quality: dict[str, str]
+    """The run's quality issue codes, each with its first message."""
+
+    def no_steps(self) -> str:
+        return ("the traces hold no ProfilerStep markers (prof.step() in the training loop writes them)"
+                if not self.steps else "")
+
+    def no_communication(self) -> str:
+        if self.communication:
+            return ""
+        return ("no collective or point-to-point communication was recorded in this run"
+                + (" (a single rank)" if self.ranks == 1 else ""))
+
+
+def _facts(t: _Tables, run_id: str) -> _Facts:
+    def count(table: str, where: str = "true") -> int:
+        if not t.has(table):
+            return 0
+        return t.rows(f"select count(*) as n from {table} where run_id = $run_id and {where}", run_id=run_id)[0]["n"]
+
+    quality = {r["code"]: r["message"] for r in t.rows(
+        "select code, any_value(message) as message from quality_issues where run_id = $run_id group by code",
+        run_id=run_id)} if t.has("quality_issues") else {}
+    ranks, world_size = (0, None)
+    if t.has("traces"):
+        found = t.rows("select count(distinct rank) as ranks, max(world_size) as world_size from traces "
+                       "where run_id = $run_id", run_id=run_id)[0]
+        ranks, world_size = found["ranks"], found["world_size"]
+    communication = count("comm_by_group") or count("comm_ops") or count("collectives")
+    return _Facts(count("steps"), count("kernels"), count("cpu_ops"), ranks, world_size, communication, quality)
+
+
+def _why(*reasons: str) -> str:
+    """The first reason that applies, as a page's note."""
+    return _missing(next((r for r in reasons if r), "nothing to show for this run.") + ".")
 
 
 def _per_rank_bars(
-    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool
+    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool, empty: str
 ) -> str:
-    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep)."""
+    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep);
+    ``empty`` says why when there is none."""
     select = ", ".join(f"avg({p}_ns) as {p}" for p in parts)
     rows = t.rows(f"select rank, count(*) as steps, {select} from {table} where run_id = $run_id "
                   "group by rank order by rank", run_id=run_id)
     if not rows:
-        return _missing(f"{table} has no rows for this run.")
+        return _why(empty)
     bars = [{"label": f"rank {r['rank']}", "category": p, "value_ns": float(r[p] or 0)} for r in rows for p in parts]
     value_title = "mean time per step" if has_steps else "time over the whole trace"
     note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
@@ -267,15 +325,18 @@ def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
     return _chart(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
 
 
-def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
+def _memory(t: _Tables, run_id: str, start: int | None, facts: _Facts) -> str | None:
     if not t.has("memory_timeline"):
         return None
+    # 2021-format events carry no totals: their curve is the change since the trace began
+    net = "memory_totals_missing" in facts.quality and "net_allocated_bytes" in t.columns["memory_timeline"]
+    allocated = "net_allocated_bytes" if net else "allocated_bytes"
     rows = t.rows(f"""
         with events as (
-            select rank, trace_id, device, ts_ns, allocated_bytes,
+            select rank, trace_id, device, ts_ns, {allocated} as allocated_bytes,
                    count(distinct trace_id) over (partition by rank) as traces_per_rank,
                    min(ts_ns) over () as t0, max(ts_ns) over () as t1
-            from memory_timeline where run_id = $run_id and allocated_bytes is not null
+            from memory_timeline where run_id = $run_id and {allocated} is not null
         )
         select rank, trace_id, device, traces_per_rank,
                min(ts_ns) as ts_ns, max(allocated_bytes) as allocated_bytes
@@ -289,6 +350,11 @@ def _memory(t: _Tables, run_id: str, start: int | None) -> str | None:
     origin = start if start is not None else min(r["ts_ns"] for r in rows)
     points = [{"series": _series_label(r["rank"], r["device"], r["trace_id"], r["traces_per_rank"]),
                "t_ns": r["ts_ns"] - origin, "y": r["allocated_bytes"]} for r in rows]
+    if net:
+        note = ('<p class="note">These memory events carry no allocator totals (the 2021 trace format, quality issue '
+                "<code>memory_totals_missing</code>): the curve is the memory allocated since the trace began, "
+                "not the allocator's total.</p>")
+        return note + _chart(charts.time_series(points, y_title="allocated since the trace began", y_kind="bytes"))
     peaks, table = [], ""
     if t.has("memory_peaks"):
         peak_rows = t.rows("""
@@ -325,9 +391,11 @@ def _top_kernels(t: _Tables, run_id: str) -> str | None:
                                              ("calls", "calls"), ("total_ns", "total"), ("mean_ns", "mean")])
 
 
-def _top_ops(t: _Tables, run_id: str) -> str | None:
+def _top_ops(t: _Tables, run_id: str, facts: _Facts) -> str | None:
     if not t.has("op_stats"):
         return None
+    attributed = t.rows("select coalesce(sum(self_device_ns), 0) as ns from op_stats where run_id = $run_id",
+                        run_id=run_id)[0]["ns"]
     cpu_total, device_total = t.column("op_stats", "total_cpu_ns", "cpu_total_ns"), \
         t.column("op_stats", "total_device_ns", "device_total_ns")
     rows = t.rows(f"""
@@ -335,13 +403,17 @@ def _top_ops(t: _Tables, run_id: str) -> str | None:
                sum({cpu_total}) as total_cpu_ns, sum(self_device_ns) as self_device_ns,
                sum({device_total}) as total_device_ns
         from op_stats where run_id = $run_id group by op_name
-        order by self_device_ns desc, self_cpu_ns desc, name limit {TOP}
+        order by {"self_device_ns desc, " if attributed else ""}self_cpu_ns desc, name limit {TOP}
     """, run_id=run_id)
     if not rows:
-        return _missing("no operators in this run.")
+        return _why("GPU-only trace: it holds no CPU operators" if facts.kernels else "",
+                    "no operators in this run")
     for i, r in enumerate(rows, 1):
         r["rank_no"] = f"#{i}"
-    return html_table(rows, [("rank_no", "#"), ("name", "operator"), ("calls", "calls"),
+    note = "" if attributed or not facts.kernels else (
+        '<p class="note">No kernel launch lies inside a CPU operator in these traces, so no device time can be '
+        "attributed to operators: ranked by self CPU time.</p>")
+    return note + html_table(rows, [("rank_no", "#"), ("name", "operator"), ("calls", "calls"),
                              ("self_device_ns", "self device"), ("total_device_ns", "device total"),
                              ("self_cpu_ns", "self CPU"), ("total_cpu_ns", "CPU total")])
 
@@ -387,27 +459,97 @@ def _traces(t: _Tables, run_id: str, trace_files: Mapping[str, bytes]) -> str:
     return table + note + "".join(embedded)
 
 
+def _mfu(t: _Tables, run_id: str) -> str | None:
+    """Model FLOPs utilization per rank over its steps (step_mfu), where the traces recorded shapes."""
+    if not t.has("step_mfu"):
+        return None
+    rows = t.rows("""
+        select rank, count(*) as steps, sum(model_flops) as model_flops, avg(achieved_tflops_per_s) as tflops,
+               min(mfu_ratio) as min_mfu_ratio, median(mfu_ratio) as median_mfu_ratio, max(mfu_ratio) as max_mfu_ratio,
+               any_value(peak_tflops_per_s) as peak_tflops, any_value(dtype) as dtype,
+               any_value(gpu_model) as gpu_model
+        from step_mfu where run_id = $run_id and model_flops > 0 group by rank order by rank
+    """, run_id=run_id)
+    if not rows:
+        return None
+    for r in rows:
+        r["tflops_text"] = f"{r['tflops']:.3g}"
+        r["peak_text"] = f"{r['peak_tflops']:.4g} ({r['dtype']})" if r["peak_tflops"] else "—"
+    note = "" if any(r["median_mfu_ratio"] is not None for r in rows) else (
+        '<p class="note">No known dense peak for these devices (a CPU, or a GPU not in the peak table): FLOP/s only, '
+        "no utilization.</p>")
+    return note + html_table(rows, [("rank", "rank"), ("steps", "steps"), ("gpu_model", "device"),
+                                    ("tflops_text", "mean TFLOP/s"), ("peak_text", "peak TFLOP/s"),
+                                    ("min_mfu_ratio", "MFU min"), ("median_mfu_ratio", "MFU median"),
+                                    ("max_mfu_ratio", "MFU max")])
+
+
+def _comm_by_group(t: _Tables, run_id: str) -> str | None:
+    """Communication and its exposed part per process group and phase (comm_by_group), over the run's ranks."""
+    if not t.has("comm_by_group"):
+        return None
+    rows = t.rows("""
+        select coalesce(process_group, '(not in the trace)') as process_group, any_value(group_desc) as group_desc,
+               phase, sum(collectives) as collectives, sum(communication_ns) as communication_ns,
+               sum(exposed_ns) as exposed_ns, max(exposed_step_ratio) as worst_exposed_step_ratio,
+               count(distinct rank) as ranks
+        from comm_by_group where run_id = $run_id group by all
+        order by exposed_ns desc, process_group, phase
+    """, run_id=run_id)
+    if not rows:
+        return None
+    return html_table(rows, [("process_group", "process group"), ("group_desc", "description"), ("phase", "phase"),
+                             ("ranks", "ranks"), ("collectives", "collectives"), ("communication_ns", "communicating"),
+                             ("exposed_ns", "exposed"), ("worst_exposed_step_ratio", "worst share of a step")])
+
+
+def _pipeline(t: _Tables, run_id: str) -> str | None:
+    """Each pipeline stage's bubble against the schedule's ideal (pipeline_stages)."""
+    if not t.has("pipeline_stages"):
+        return None
+    rows = t.rows("""
+        select stage, rank, count(*) as steps, avg(bubble_ratio) as bubble_ratio,
+               avg(ideal_bubble_ratio) as ideal_bubble_ratio, avg(wait_ns) as wait_ns,
+               avg(send_recv_ns) as send_recv_ns, avg(compute_ns) as compute_ns
+        from pipeline_stages where run_id = $run_id and stage is not null group by all order by stage, rank
+    """, run_id=run_id)
+    if not rows:
+        return None
+    return html_table(rows, [("stage", "stage"), ("rank", "rank"), ("steps", "steps"),
+                             ("bubble_ratio", "bubble"), ("ideal_bubble_ratio", "schedule's ideal"),
+                             ("compute_ns", "computing per step"), ("send_recv_ns", "send/recv per step"),
+                             ("wait_ns", "waiting for a neighbour per step")])
+
+
 def run_report_sections(
     con: duckdb.DuckDBPyConnection, run_id: str, *, trace_files: Mapping[str, bytes] | None = None
 ) -> list[Section]:
     """The report's sections in reading order, each present only when its table exists (and, for the newer
     analyses, has rows for the run)."""
     t = _Tables(con)
-    has_steps = _has_steps(t, run_id)
+    facts = _facts(t, run_id)
+    has_steps = bool(facts.steps)
     start = _run_start(t, run_id)
+    no_steps_or_activity = facts.no_steps() if not (facts.kernels or facts.cpu_ops) else ""
     parts: list[tuple[str, str, str | None]] = [
         ("Recommendations", "recommendations", _recommendations(t, run_id)),
-        ("Stragglers", "stragglers", _stragglers(t, run_id)),
+        ("Model FLOPs utilization per rank", "mfu", _mfu(t, run_id)),
+        ("Communication per process group and phase", "groups", _comm_by_group(t, run_id)),
+        ("Pipeline bubble per stage", "pipeline", _pipeline(t, run_id)),
+        ("Stragglers", "stragglers", _stragglers(t, run_id, facts)),
         ("Run", "run", _summary(t, run_id)),
         ("Step time per rank" if has_steps else "Time per rank (no steps)", "steps",
-         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps) if t.has("step_breakdown") else None),
+         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps,
+                        no_steps_or_activity or "no step could be timed in this run")
+         if t.has("step_breakdown") else None),
         ("Computation and communication overlap per rank", "overlap",
-         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps)
+         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps,
+                        facts.no_communication() or no_steps_or_activity or "no step could be timed in this run")
          if t.has("comm_overlap_by_step") else None),
         ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
-        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start)),
+        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start, facts)),
         (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id)),
-        (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id)),
+        (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id, facts)),
         (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id)),
         ("Traces", "traces", _traces(t, run_id, trace_files or {})),
     ]
@@ -439,139 +581,240 @@ def render_run_report(
 
 # ----------------------------------------------------------------------------------------------- fleet view
 
-FLEET_METRICS = (  # (key, title, unit kind, worse when): one trend chart and one table column per metric
-    ("step_ns", "step time", "ns", "higher"),
-    ("gpu_utilization_ratio", "GPU utilization", "ratio", "lower"),
-    ("exposed_comm_ns", "exposed communication", "ns", "higher"),
-    ("peak_memory_bytes", "peak memory", "bytes", "higher"),
-)
+TABLE_METRICS = ("step_ns", "gpu_utilization_ratio", "mfu_ratio", "exposed_communication_ns", "peak_memory_bytes")
+"""The run_metrics shown as the fleet view's table columns, in this order; every metric a job has gets a trend panel."""
+_TITLES = {"step_ns": "step time", "gpu_utilization_ratio": "GPU utilization", "mfu_ratio": "MFU",
+           "exposed_communication_ns": "exposed communication", "peak_memory_bytes": "peak memory"}
+SHORT_ID = 24  # a run id up to this long stays on one line; a longer one wraps after . - _ (or every 24 characters)
+_BREAK_AFTER = re.compile(r"([._-])")
+_LONG_PART = re.compile(r"[^._-]{24}")
 
 
-def default_job(run_id: str) -> str:
-    """A run's job: its run_id up to the last ``.`` (runs of one job sit in one folder: ``job/run-3`` → ``job``)."""
-    return run_id.rsplit(".", 1)[0] if "." in run_id else run_id
+def metric_title(metric: str) -> str:
+    """A run_metrics metric for people: ``step_ns`` → step time, ``computation_kernel_ns`` → computation kernel time."""
+    if metric in _TITLES:
+        return _TITLES[metric]
+    if metric.endswith("_kernel_ns"):
+        return metric.removesuffix("_kernel_ns").replace("_", " ") + " kernel time"
+    return metric.replace("_", " ")
 
 
-def fleet_runs(t: _Tables) -> list[dict[str, Any]]:
-    """One row per run with its headline metrics (None where the run's tables lack them), oldest first."""
-    if not t.has("runs"):
+def _metric_order(metric: str) -> tuple[int, str]:
+    return (TABLE_METRICS.index(metric) if metric in TABLE_METRICS else len(TABLE_METRICS), metric)
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """One run as the fleet view shows it: its ``run_regressions`` rows, by metric."""
+
+    run_id: str
+    job: str
+    started_ns: int | None
+    baseline_run_id: str | None
+    metrics: dict[str, dict[str, Any]]
+
+    @property
+    def regressed(self) -> list[str]:
+        """The metrics ``run_regressions`` flags for this run."""
+        return sorted((m for m, row in self.metrics.items() if row["is_regression"]), key=_metric_order)
+
+
+def fleet_runs(t: _Tables) -> list[FleetRun]:
+    """Every run with headline metrics, oldest first, each with its ``run_regressions`` rows (none without the view)."""
+    if not t.has("run_regressions"):
         return []
-    metrics = {
-        "step_ns": ("step_breakdown", "avg(total_ns)"),
-        "gpu_utilization_ratio": ("gpu_metrics", "avg(gpu_utilization_ratio) filter (where device >= 0)"),
-        "exposed_comm_ns": ("comm_overlap_by_step", "avg(communication_ns)"),
-        "peak_memory_bytes": ("memory_peaks", "max(peak_allocated_bytes)"),
-    }
-    joins = "".join(f" left join (select run_id, {expr} as {key} from {table} group by run_id) using (run_id)"
-                    for key, (table, expr) in metrics.items() if t.has(table))
-    selected = ", ".join(key if t.has(table) else f"null as {key}" for key, (table, _) in metrics.items())
-    return t.rows(f"select run_id, first_ts_ns, ranks, {selected} from runs{joins} order by first_ts_ns, run_id")
+    runs: dict[str, FleetRun] = {}
+    for row in t.rows("select * from run_regressions order by started_ns, run_id, metric"):
+        run = runs.setdefault(row["run_id"], FleetRun(row["run_id"], row["job"], row["started_ns"],
+                                                      row["baseline_run_id"], {}))
+        run.metrics[row["metric"]] = row
+    return list(runs.values())
 
 
-def _change(value: float | None, base: float | None) -> float | None:
-    return None if value is None or base is None or base == 0 else (value - base) / base
+def _run_id_html(run_id: str) -> str:
+    """A run id that wraps only after ``.``, ``-`` or ``_`` (or inside a part too long for a cell), never mid-word."""
+    if len(run_id) <= SHORT_ID:
+        return f'<span class="short">{escape(run_id)}</span>'
+    return _LONG_PART.sub(lambda m: m.group(0) + "<wbr>", _BREAK_AFTER.sub(r"\1<wbr>", escape(run_id)))
 
 
-def compare_to_baseline(
-    runs: Sequence[dict[str, Any]], *, baselines: Mapping[str, str] | None = None, threshold_ratio: float = 0.05
-) -> None:
-    """Add each run's change against its baseline (``baselines[job]``, else the job's previous run) in place.
-
-    A metric regresses when it moves the wrong way by more than ``threshold_ratio`` of the baseline (for GPU
-    utilization, by more than that many points).
-    """
-    by_id = {r["run_id"]: r for r in runs}
-    previous: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        chosen = (baselines or {}).get(run["job"])
-        base = by_id.get(chosen) if chosen and chosen != run["run_id"] else previous.get(run["job"])
-        run["baseline"] = base["run_id"] if base else None
-        run["regressions"] = []
-        for key, title, kind, worse in FLEET_METRICS:
-            value, reference = run[key], base[key] if base else None
-            if kind == "ratio":
-                delta = None if value is None or reference is None else value - reference
-                run[f"{key}_change"] = delta
-                bad = delta is not None and -delta > threshold_ratio
-            else:
-                change = _change(value, reference)
-                run[f"{key}_change"] = change
-                bad = change is not None and (change if worse == "higher" else -change) > threshold_ratio
-            if bad:
-                run["regressions"].append(title)
-        previous[run["job"]] = run
+def _run_link(run_id: str) -> str:
+    return f'<a class="id" href="{escape(run_id)}.html">{_run_id_html(run_id)}</a>'
 
 
-def _change_text(kind: str, change: float | None) -> str:
-    if change is None:
+def _when(started_ns: int | None) -> str:
+    if started_ns is None:
         return "—"
-    return f"{100 * change:+.1f} pt" if kind == "ratio" else f"{100 * change:+.3g} %"
+    return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def _fleet_job(runs: list[dict[str, Any]]) -> str:
-    points, metrics = [], []
-    for key, title, kind, _ in FLEET_METRICS:
-        values = [r[key] for r in runs if r[key] is not None]
+def _metric_cell(run: FleetRun, metric: str, *, with_change: bool = True) -> str:
+    """The run's value of ``metric``, and under it the change against the baseline (red where it regressed)."""
+    row = run.metrics.get(metric)
+    if row is None:
+        return "—"
+    value = f'<span class="short">{escape(format_value(metric, row["value"]))}</span>'
+    if not with_change or row["change_ratio"] is None:
+        return value
+    change = escape(format_change(row["change_ratio"]))
+    kind = "worse" if row["is_regression"] else "note"
+    return f'{value}<br><span class="short {kind}">{change}</span>'
+
+
+def _verdict_text(run: FleetRun) -> str:
+    if run.baseline_run_id is None:
+        return "first run"
+    return "regressed: " + ", ".join(metric_title(m) for m in run.regressed) if run.regressed else "ok"
+
+
+def _regressions(runs: Sequence[FleetRun], max_regression: float) -> str:
+    rule = (f"worse than its baseline by more than {format_ratio(max_regression)} and by more than the two runs' "
+            "step-to-step noise (run_regressions)")
+    compared = [r for r in runs if r.baseline_run_id is not None]
+    rows = [{"html_run": _run_link(r.run_id), "job": r.job, "html_baseline": _run_link(r.baseline_run_id or ""),
+             "metric": metric_title(m), "before": format_value(m, r.metrics[m]["baseline_value"]),
+             "after": format_value(m, r.metrics[m]["value"]), "change": format_change(r.metrics[m]["change_ratio"]),
+             "noise": f"±{100 * r.metrics[m]['noise_ratio']:.1f} %", "_regressed": True}
+            for r in reversed(compared) for m in r.regressed]
+    if not compared:
+        return ('<p class="verdict good">No job has two runs yet, so no run has a baseline to regress against: '
+                "ingest a job's next run into the same folder to compare them.</p>")
+    if not rows:
+        return f'<p class="verdict good">No run regressed: none is {escape(rule)}.</p>'
+    regressed = len({row["html_run"] for row in rows})
+    verdict = (f'<p class="verdict bad">{escape(plural(regressed, "run"))} regressed: a metric '
+               f"{escape(rule)}.</p>")
+    return verdict + html_table(rows, [("html_run", "run"), ("job", "job"), ("html_baseline", "baseline"),
+                                       ("metric", "metric"), ("before", "baseline value"), ("after", "value"),
+                                       ("change", "change"), ("noise", "noise")])
+
+
+def _repeat_stragglers(t: _Tables) -> str | None:
+    """The ranks straggler_history finds to be the straggler in most of their job's recent runs (None: no such rank)."""
+    if not t.has("straggler_history"):
+        return None
+    rows = t.rows("select * from straggler_history where is_repeat_straggler order by job, rank")
+    if not rows:
+        return None
+    for row in rows:
+        row["html_job"] = _run_id_html(row["job"])
+        row["share"] = f"{row['straggler_runs']} of {row['runs']} runs"
+    return html_table(rows, [("html_job", "job"), ("rank", "rank"), ("host", "host"), ("share", "straggler in"),
+                             ("caused_wait_ns", "wait it caused"), ("recommendation", "what to look at")])
+
+
+def _jobs_overview(jobs: Mapping[str, Sequence[FleetRun]], anchors: Mapping[str, str]) -> str:
+    rows = []
+    for job, job_runs in jobs.items():
+        latest = job_runs[-1]
+        rows.append({"html_job": f'<a href="#{anchors[job]}">{_run_id_html(job)}</a>', "runs": len(job_runs),
+                     "html_latest": _run_link(latest.run_id), "started": _when(latest.started_ns),
+                     "html_step": _metric_cell(latest, "step_ns"), "verdict": _verdict_text(latest),
+                     "_regressed": bool(latest.regressed)})
+    return html_table(rows, [("html_job", "job"), ("runs", "runs"), ("html_latest", "latest run"),
+                             ("started", "started (UTC)"), ("html_step", "step time"), ("verdict", "latest verdict")])
+
+
+def _trend_chart(job_runs: Sequence[FleetRun]) -> str:
+    """One panel per metric the job's runs have: each run's value over its start time, regressions in red."""
+    metrics = sorted({m for r in job_runs for m in r.metrics}, key=_metric_order)
+    points, panels = [], []
+    for metric in metrics:
+        values = [r.metrics[metric]["value"] for r in job_runs if metric in r.metrics and r.started_ns is not None]
         if not values:
             continue
-        if kind == "ns":
+        if metric.endswith("_ns"):
             unit, scale = duration_unit(max(values))
-        elif kind == "bytes":
+        elif metric.endswith("_bytes"):
             unit, scale = size_unit(max(values))
         else:
             unit, scale = "%", 0.01
-        metrics.append(f"{title} ({unit})")
-        points += [
-            {"metric": metrics[-1], "run_id": r["run_id"], "v": r[key] / scale,
-             "desc": f"{r['run_id']}: {format_value(key, r[key])} ({_change_text(kind, r[f'{key}_change'])} "
-                     f"vs {r['baseline'] or 'no baseline'})",
-             "regressed": "yes" if title in r["regressions"] else "no",
-             "when": dt.datetime.fromtimestamp(r["first_ts_ns"] / 1e9, tz=dt.UTC).isoformat()}
-            for r in runs if r[key] is not None and r["first_ts_ns"] is not None]
-    chart = _chart(charts.run_metric_trends(points, metrics=metrics)) if points else ""
-    table_rows = []
-    for r in reversed(runs):  # newest first
-        row = dict(r)
-        row["html_run"] = f'<a href="{escape(r["run_id"])}.html">{escape(r["run_id"])}</a>'
-        for key, _, kind, _ in FLEET_METRICS:
-            row[f"html_{key}"] = (f"{escape(format_value(key, r[key]))}<br>"
-                                  f'<span class="note">{escape(_change_text(kind, r[f"{key}_change"]))}</span>')
-        row["html_flags"] = escape(", ".join(r["regressions"]) or "—")
-        row["_regressed"] = bool(r["regressions"])
-        table_rows.append(row)
-    table = html_table(table_rows, [("html_run", "run"), ("first_ts_ns", "started"), ("baseline", "baseline"),
-                                    *[(f"html_{k}", title) for k, title, _, _ in FLEET_METRICS],
-                                    ("html_flags", "regressions")])
-    note = ('<p class="note">Step time and exposed communication are means per rank and step (step_breakdown, '
-            "comm_overlap_by_step); GPU utilization is the mean over GPUs (gpu_metrics); under each value, its "
-            "change against the baseline run.</p>")
-    return chart + note + table
+        panels.append(f"{metric_title(metric)} ({unit})")
+        for run in job_runs:
+            row = run.metrics.get(metric)
+            if row is None or run.started_ns is None:
+                continue
+            versus = f"{format_change(row['change_ratio'])} vs {run.baseline_run_id}" if run.baseline_run_id \
+                else "first run"
+            points.append({"metric": panels[-1], "v": row["value"] / scale,
+                           "when": dt.datetime.fromtimestamp(run.started_ns / 1e9, tz=dt.UTC).isoformat(),
+                           "desc": f"{run.run_id}: {format_value(metric, row['value'])} ({versus})",
+                           "regressed": "yes" if row["is_regression"] else "no"})
+    return _chart(charts.run_metric_trends(points, metrics=panels)) if points else ""
+
+
+def _job_history(job_runs: Sequence[FleetRun]) -> str:
+    rows = []
+    for run in reversed(job_runs):  # newest first
+        row: dict[str, Any] = {"html_run": _run_link(run.run_id), "started": _when(run.started_ns),
+                               "html_baseline": _run_link(run.baseline_run_id) if run.baseline_run_id else "—",
+                               "verdict": _verdict_text(run), "_regressed": bool(run.regressed)}
+        row |= {f"html_{m}": _metric_cell(run, m) for m in TABLE_METRICS}
+        rows.append(row)
+    table = html_table(rows, [("html_run", "run"), ("started", "started (UTC)"), ("html_baseline", "baseline"),
+                              *[(f"html_{m}", metric_title(m)) for m in TABLE_METRICS], ("verdict", "verdict")])
+    note = ('<p class="note">Each value is the median over the run\'s healthy steps (run_metrics); under it, the '
+            "change against the baseline run, red where run_regressions calls it a regression.</p>")
+    return _trend_chart(job_runs) + note + table
+
+
+def _single_runs(runs: Sequence[FleetRun]) -> str:
+    rows = []
+    for run in sorted(runs, key=lambda r: (-(r.started_ns or 0), r.run_id)):  # newest first
+        row: dict[str, Any] = {"html_run": _run_link(run.run_id), "started": _when(run.started_ns)}
+        row |= {f"html_{m}": _metric_cell(run, m, with_change=False)
+                for m in (*TABLE_METRICS, "computation_kernel_ns")}
+        rows.append(row)
+    note = ('<p class="note">Each of these runs is the only run of its job (the runs\' parent folder), so there is no '
+            "trend and no baseline; a job's next run, ingested into the same folder, is compared with it.</p>")
+    return note + html_table(rows, [("html_run", "run"), ("started", "started (UTC)"),
+                                    *[(f"html_{m}", metric_title(m))
+                                      for m in (*TABLE_METRICS, "computation_kernel_ns")]])
 
 
 def render_fleet_view(
     con: duckdb.DuckDBPyConnection,
     *,
-    job_of: Callable[[str], str] = default_job,
     baselines: Mapping[str, str] | None = None,
-    threshold_ratio: float = 0.05,
+    max_regression: float = 0.05,
 ) -> str:
-    """Every job's runs over time (step time, GPU utilization, exposed communication, peak memory), each run's
-    change against its baseline (the job's previous run, or ``baselines[job]``), regressions flagged."""
+    """Every run's headline metrics and verdict, read from ``run_regressions`` alone (so the page and
+    ``tracelake check`` agree): the regressions first, the ranks that straggler_history finds to be the straggler
+    in most of their job's recent runs, then each job with two or more runs over time (a trend panel per metric, its
+    runs against their baselines), then the runs that are their job's only one, in one table.
+
+    ``baselines`` pins a baseline run per job and ``max_regression`` is the threshold, both set as the view's DuckDB
+    variables on ``con`` (a reading connection, :func:`pipelines.lake.read.open_lake`); a fleet view the lake's
+    catalog lacks or holds with older SQL is read from its file (temporary views on ``con``)."""
+    con.execute("set variable tracelake_max_regression = $ratio", {"ratio": float(max_regression)})
+    con.execute("set variable tracelake_baselines = map($jobs, $runs)",
+                {"jobs": list(baselines or {}), "runs": list((baselines or {}).values())})
+    read_current_fleet_views(con, ALIAS)
     t = _Tables(con)
     runs = fleet_runs(t)
+    jobs: dict[str, list[FleetRun]] = {}
     for run in runs:
-        run["job"] = job_of(run["run_id"])
-    compare_to_baseline(runs, baselines=baselines, threshold_ratio=threshold_ratio)
-    jobs: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        jobs.setdefault(run["job"], []).append(run)
-    regressed = sum(1 for r in runs if r["regressions"])
-    bodies = {job: _fleet_job(job_runs) for job, job_runs in sorted(jobs.items())}
-    sections = [Section(f"{job} ({plural(len(jobs[job]), 'run')})", body, f"job-{i}")
-                for i, (job, body) in enumerate(bodies.items())]
-    subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')}; "
-                f"{plural(regressed, 'run')} with a regression of more than {format_ratio(threshold_ratio)} "
-                "against its baseline")
+        jobs.setdefault(run.job, []).append(run)
+    history = {job: job_runs for job, job_runs in sorted(jobs.items()) if len(job_runs) > 1}
+    singles = [job_runs[0] for job, job_runs in sorted(jobs.items()) if len(job_runs) == 1]
+    anchors = {job: f"job-{i}" for i, job in enumerate(history)}
+    regressed = sum(1 for r in runs if r.regressed)
+    sections = [Section("Regressions", _regressions(runs, max_regression), "regressions")]
+    stragglers = _repeat_stragglers(t)
+    if stragglers:
+        sections.append(Section("Ranks that are the straggler run after run", stragglers, "stragglers"))
+    if len(history) > 1:
+        sections.append(Section("Jobs with a history", _jobs_overview(history, anchors), "jobs"))
+    sections += [Section(f"{job} ({plural(len(job_runs), 'run')})", _job_history(job_runs), anchors[job])
+                 for job, job_runs in history.items()]
+    if singles:
+        sections.append(Section(f"Runs without a history ({plural(len(singles), 'job')} of one run)",
+                                _single_runs(singles), "single-runs"))
+    subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')} ({len(history)} with a history of runs, "
+                f"{len(singles)} of a single run); {plural(regressed, 'run')} regressed against its baseline")
     if not runs:
-        sections = [Section("No runs", _missing("this lake holds no runs yet."), "none")]
-    return _page("tracelake fleet", subtitle, sections)
+        sections = [Section("No runs", _missing("no run with headline metrics (run_metrics) in this lake: ingest runs "
+                                                "(runs ingested before run_metrics existed need ingesting again)."),
+                            "none")]
+        subtitle = "no runs with headline metrics"
+    return _page("tracelake fleet", escape(subtitle), sections)
