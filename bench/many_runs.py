@@ -105,7 +105,9 @@ def _copy_select(
 def _attach_template(con: duckdb.DuckDBPyConnection, template: Lake) -> list[str]:
     """Attach the template lake as ``template``; returns its tables' ``layer.table`` names (not the views over every
     run, which the lake keeps beside them)."""
-    con.execute(f"attach {sql_path('ducklake:' + template.catalog.target)} as template (read_only)")
+    # Its own folder: a catalog inside its lake records the data path relative to itself.
+    con.execute(f"attach {sql_path('ducklake:' + template.catalog.target)} as template "
+                f"(read_only, data_path {sql_path(template.data_path)}, override_data_path true)")
     views = {f"{schema}.{name}" for schema, name in con.execute(
         "select schema_name, view_name from duckdb_views() where database_name = 'template'").fetchall()}
     return sorted(set(lake_tables(con, "template")) - views)

@@ -1,9 +1,12 @@
-"""``tracelake runs`` and ``tracelake tables``: what a lake holds and what its tables mean."""
+"""``tracelake runs``, ``tables`` and ``files``: what a lake holds, what its tables mean, and which files hold them."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+from pipelines.lake.lake import Lake, LakeError
+from pipelines.lake.read import table_files, table_names
 from tracelake.output import print_table, write_result
 from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
 from transforms.units import unit_of
@@ -21,6 +24,11 @@ def list_runs(
     """Print the lake's runs (id, traces, ranks, device, when); returns the exit code."""
     from tracelake.query import run_query
 
+    with Lake(lake_url, options, catalog).connect(read_only=True) as con:
+        committed = "runs" in table_names(con)
+    if not committed:  # a catalog whose first ingest never committed (it failed, or was killed)
+        raise LakeError(f"the lake {lake_url} holds no run yet: no ingest has committed to it. Run "
+                        f"tracelake ingest SOURCE --lake {lake_url}")
     columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
     write_result(columns, rows, fmt)
     return 0
@@ -86,4 +94,23 @@ def show_tables(
         documented = ["run_id", *(doc.grain if doc else ()), "rank", *(doc.columns if doc else {})]
     columns = in_lake.get(table) or list(dict.fromkeys(documented))
     _describe(doc, table, columns, fmt, lake=table in in_lake)
+    return 0
+
+
+def list_files(
+    table: str | None, lake_url: str, *, options: dict[str, Any] | None = None, catalog: str | None = None
+) -> int:
+    """Print the data files of ``table`` (default: every table) in the lake's current snapshot, one per line, from
+    the catalog; returns the exit code. Reading exactly these gives the catalog's rows: the folders may also hold
+    files of a commit in progress, or of an ingest killed before its commit (removed with the run's next ingest, or
+    by ``tracelake maintain`` once they are a day old)."""
+    with Lake(lake_url, options, catalog).connect(read_only=True) as con:
+        files = table_files(con)
+    if table is not None and table not in files:
+        known = ", ".join(sorted(files)) or "none yet"
+        print(f"tracelake files: the lake {lake_url} has no table {table!r}; its tables: {known}", file=sys.stderr)
+        return 2
+    for name in [table] if table else sorted(files):
+        for path in files[name]:
+            print(path)
     return 0

@@ -127,13 +127,20 @@ def _add_browse_commands(commands: argparse._SubParsersAction) -> None:
     tables.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
     _lake_options(tables, lake_required=False)
 
+    files = commands.add_parser("files", help="the data files of the lake's current snapshot, one per line, from "
+                                "its catalog: what a direct Parquet reader reads to see exactly the catalog's rows")
+    files.add_argument("table", nargs="?", help="a table name (kernels, step_breakdown, ...); none: every table's")
+    _lake_options(files)
+
 
 def _run_browse_command(args: argparse.Namespace) -> int:
-    from tracelake.browse import list_runs, show_tables
+    from tracelake.browse import list_files, list_runs, show_tables
 
     options = _storage_options(args.storage_option)
     if args.command == "runs":
         return list_runs(args.lake, options=options, catalog=args.catalog, fmt=args.format)
+    if args.command == "files":
+        return list_files(args.table, args.lake, options=options, catalog=args.catalog)
     return show_tables(args.table, lake_url=args.lake, options=options, catalog=args.catalog, fmt=args.format)
 
 
@@ -161,7 +168,7 @@ def entry() -> NoReturn:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.command in ("runs", "tables"):
+    if args.command in ("runs", "tables", "files"):
         return _run_browse_command(args)
     if args.command == "ingest":
         from tracelake.ingest import ingest

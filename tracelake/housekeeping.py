@@ -31,6 +31,9 @@ def maintain(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
                            leftover_age=args.leftover_age)
     print(f"merged {report.files_merged} groups of small files; deleted {report.orphans_deleted} orphaned data "
           f"files and {report.staging_swept} abandoned staged versions")
+    if report.orphans_kept:
+        print(f"kept {report.orphans_kept} data files that no snapshot names but that are older than the catalog: "
+              "they belong to another catalog of this lake (a lost or replaced one), so they are not deleted")
     return 0
 
 

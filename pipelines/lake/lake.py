@@ -6,6 +6,18 @@ several processes commit to one catalog, where a DuckDB-file catalog admits one 
 PostgreSQL database for a fleet (``--catalog`` / ``TRACELAKE_CATALOG``). Object-store data is read and written by
 DuckDB's httpfs with credentials from the standard AWS variables or ``--storage-option``, held in a temporary
 secret of the connection: nothing of them is stored in the catalog.
+
+A lake whose catalog is a file inside it (the default) moves with it: the catalog records the data path relative to
+itself (``./``), and every connection attaches with the lake's folder as it is now (DuckLake's
+``OVERRIDE_DATA_PATH``). DuckLake 1.5.5 keeps every schema, table and file path relative to the one above it, and
+the commit places adopted files in their table's folder, so the data path is the one absolute path a catalog
+holds. A lake written before this recorded its absolute folder: it is read as it is (the override ignores that
+folder) and converted by its first write. A catalog kept elsewhere (PostgreSQL, a file outside the lake) records
+the absolute data path, and a lake whose data is not where it says is refused, never read from the old place.
+
+A catalog that is missing, empty or unreadable beside data files is an error naming both, never a new lake over
+them; and each catalog records when it was created (:data:`CREATED_KEY`), so that a file older than the catalog is
+never taken for one of its orphans (:mod:`pipelines.lake.maintenance`).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import duckdb
 
 from pipelines.lake.extensions import extension_connection
 from pipelines.lake.fleet_views import store_fleet_views
+from pipelines.lake.locks import wait_notice
 from pipelines.retry import retrying
 from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
 from pipelines.settings import CATALOG
@@ -59,6 +72,12 @@ SERVER_CATALOG_INDEXES = CATALOG_INDEXES | {
 
 
 ATTACH_ATTEMPTS = 10
+CREATED_KEY = "tracelake_created_at"
+"""The catalog's own record (a ``ducklake_metadata`` row, which DuckLake keeps and ignores) of when it was created:
+its first snapshot's time, written by the first writer that finds it missing (for a lake made before the record
+existed, its oldest snapshot still recorded then)."""
+RELATIVE_DATA_PATH = "./"
+"""The data path a catalog inside its lake records: the catalog's own folder."""
 
 
 def _literal(value: str | int | bool | list[str]) -> str:
@@ -101,15 +120,28 @@ def _set_file_options(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"call {ALIAS}.set_option($name, $value)", {"name": name, "value": value})
 
 
+def run_partition(run_id: str) -> str:
+    """The folder of a run's files in each table's: ``run_id=<run_id>``, escaped as DuckLake escapes it."""
+    return f"run_id={quote(run_id, safe='')}"
+
+
 def _racing_creation(exc: BaseException) -> bool:
+    """First writers of a server catalog racing to make it (its tables, schemas, options and records)."""
     if not isinstance(exc, duckdb.Error):
         return False
     message = str(exc).lower()
-    return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict"))
+    return any(word in message for word in ("initialize ducklake", "duplicate key", "already exists", "conflict",
+                                            "could not serialize"))
+
+
+def _locked(exc: BaseException) -> bool:
+    """SQLite gave up its busy wait: another process holds the catalog's lock."""
+    return isinstance(exc, duckdb.Error) and "database is locked" in str(exc)
 
 
 class LakeError(RuntimeError):
-    """A lake that cannot be opened as asked: no catalog for an object store, an old layout, no lake at all."""
+    """A lake that cannot be opened as asked: no catalog for an object store, an old layout, no lake at all, data
+    files without their catalog, a damaged catalog, data moved away from its catalog."""
 
 
 @dataclass(frozen=True)
@@ -172,12 +204,52 @@ class Lake:
     def run_folder(self, layer: str, table: str, run_id: str) -> str:
         """Where the lake keeps the run's data files of ``layer.table``: ``LAKE/<layer>/<table>/run_id=<run_id>``,
         the value escaped as DuckLake escapes it (and reads it back)."""
-        return posixpath.join(self.url.rstrip("/"), layer, table, f"run_id={quote(run_id, safe='')}")
+        return posixpath.join(self.url.rstrip("/"), layer, table, run_partition(run_id))
 
     @property
     def data_path(self) -> str:
         """The DuckLake ``DATA_PATH``: the lake's root, with a trailing slash."""
         return self.url.rstrip("/") + "/"
+
+    @property
+    def catalog_inside(self) -> bool:
+        """Whether the catalog is a file inside the (local) lake's folder, as by default: the two move together."""
+        path = self.catalog.path
+        return self.local and path is not None and Path(self.root) in path.parents
+
+    def first_data_file(self) -> str | None:
+        """A Parquet file in the lake's data folders (``raw/``, ``marts/``), relative to the lake, if there is one
+        (found without listing them all)."""
+        for layer in LAYERS:
+            for folder, _, names in self.fs.walk(posixpath.join(self.root, layer)):
+                for name in names:
+                    if name.endswith(".parquet"):
+                        return posixpath.relpath(posixpath.join(folder, name), self.root)
+        return None
+
+    def _refuse_new_catalog(self, state: str) -> None:
+        """Raise :class:`LakeError` when the data folders hold files that a catalog in ``state`` (missing, empty,
+        just created) cannot know: a new lake over them would lose them to its first maintenance. A tracelake 0.1
+        lake is the exception: its manifests name its files, and ``tracelake migrate`` makes its catalog from them."""
+        if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)):
+            return
+        found = self.first_data_file()
+        if found:
+            raise LakeError(
+                f"the lake {self.url} holds data files ({found}, ...) but its catalog {self.catalog.describe()} "
+                f"is {state}: tracelake will not start a new lake over them. Restore the catalog from a backup, or "
+                "move raw/ and marts/ away to start a new lake there"
+            )
+
+    def _check_catalog_file(self, read_only: bool) -> None:
+        """Before attaching a file catalog: one that is missing or empty is a new lake only where no data files
+        are (and only for a writer; a reader is told there is no lake)."""
+        path = self.catalog.path
+        if path is None or (path.exists() and path.stat().st_size > 0):
+            return
+        self._refuse_new_catalog("missing" if not path.exists() else "empty")
+        if read_only:
+            raise LakeError(self._missing())
 
     def exists(self) -> bool:
         """Whether a catalog is there (a lake was written): a file catalog's file, or a server catalog's tables."""
@@ -199,12 +271,14 @@ class Lake:
                 f"run tracelake ingest SOURCE --lake {self.url} first, or point --lake at the lake")
 
     def check_layout(self) -> None:
-        """Raise :class:`LakeError` for a lake written by tracelake 0.1 (per-run manifests), saying how to convert it."""
+        """Raise :class:`LakeError` for a lake written by tracelake 0.1 (per-run manifests), saying how to convert it,
+        and for data files whose file catalog is missing or empty (before an ingest parses anything)."""
         if self.fs.exists(posixpath.join(self.root, LEGACY_MANIFESTS)) and not self.exists():
             raise LakeError(
                 f"{self.url} holds a tracelake 0.1 lake (per-run manifests, no DuckLake catalog): convert it with "
                 f"`tracelake migrate --lake {self.url}`"
             )
+        self._check_catalog_file(read_only=False)
 
     def connect(
         self, *, read_only: bool = False, threads: int | None = None, memory_limit: str | None = None,
@@ -219,12 +293,10 @@ class Lake:
             return self._attach(read_only=False, threads=threads, memory_limit=memory_limit)
         self.check_layout()
         missing = LakeError(self._missing())
-        if self.catalog.path is not None and not self.catalog.path.exists():
-            raise missing
         try:
             return self._attach(read_only=True, threads=threads, memory_limit=memory_limit, for_users=for_users)
         except duckdb.Error as exc:  # a server catalog is asked whether it holds a lake only when attaching fails
-            if self.exists():
+            if self.catalog.path is not None or self.exists():
                 raise
             raise missing from exc
 
@@ -236,7 +308,10 @@ class Lake:
         config: dict[str, Any] = {"threads": threads} if threads else {}
         if memory_limit:
             config["memory_limit"] = memory_limit
+
         con = extension_connection(extensions + (() if self.local else ("httpfs",)), config, for_users=for_users)
+        if not for_users:  # DuckDB draws it on stdout for a statement past 2 s: amid a command's output (an attach
+            con.execute("set enable_progress_bar = false")  # waiting for a lock, a long catalog read)
         if not self.local:
             con.execute(f"set http_timeout = {http_timeout_s()}")  # an endpoint that never answers fails, not hangs
             con.execute("set http_retries = 1")
@@ -246,6 +321,7 @@ class Lake:
     def _attach(
         self, *, read_only: bool, threads: int | None = None, memory_limit: str | None = None, for_users: bool = False
     ) -> duckdb.DuckDBPyConnection:
+        self._check_catalog_file(read_only)
         con = self.storage_connection(threads=threads, memory_limit=memory_limit, extensions=self._extensions(),
                                       for_users=for_users)
         if self.catalog.kind == "postgres":
@@ -254,29 +330,105 @@ class Lake:
             # index on table_id (at 10,000 runs a query pruned to one run took 45 ms with the ranges, 27 without).
             # Global: DuckLake reads its metadata through connections of its own.
             con.execute("set global pg_use_ctid_scan = false")
-        options = ["read_only"] if read_only else [f"data_path {sql_path(self.data_path)}", "data_inlining_row_limit 0"]
+        # Readers name the data path too: a catalog elsewhere that records another one is refused, not read there.
+        options = [f"data_path {sql_path(self.data_path)}"]
+        options += ["read_only"] if read_only else ["data_inlining_row_limit 0"]
+        if self.catalog_inside:
+            options.append("override_data_path true")
+        if not read_only and self.catalog.kind == "sqlite":
+            # WAL: readers and the writer proceed at once (in the rollback journal, a reader's transaction made every
+            # commit wait out SQLite's busy timeout and fail). The mode persists in the file; old catalogs convert here.
+            options.append("meta_journal_mode 'wal'")
         attach = f"attach {sql_path('ducklake:' + self.catalog.target)} as {ALIAS} ({', '.join(options)})"
         # First writers of a new server catalog race to create its tables and schemas: the loser attaches again
         # and finds them made.
-        with self._creating(not read_only):
-            for attempt in retrying(ATTACH_ATTEMPTS, retry_on=_racing_creation, pause=lambda n: 0.1 * n):
-                with attempt:
-                    self._attach_once(con, attach, read_only)
+        try:
+            with self.writer_turn() if not read_only else contextlib.nullcontext(), self._waiting():
+                for attempt in retrying(ATTACH_ATTEMPTS, retry_on=_racing_creation, pause=lambda n: 0.1 * n):
+                    with attempt:
+                        self._attach_once(con, attach, read_only)
+        except duckdb.Error as exc:
+            con.close()
+            raise self._attach_error(exc) from exc
+        except BaseException:
+            con.close()
+            raise
         return con
 
     def _attach_once(self, con: duckdb.DuckDBPyConnection, attach: str, read_only: bool) -> None:
-        try:
-            con.execute(attach)
-            if not read_only:
-                for layer in LAYERS:
-                    con.execute(f"create schema if not exists {ALIAS}.{layer}")
-                self._index_catalog(con)
-                _set_file_options(con)
-                store_fleet_views(con, ALIAS)
-        except duckdb.Error:
-            with contextlib.suppress(duckdb.Error):
-                con.execute(f"detach {ALIAS}")
-            raise
+        """Attach, and for a writer make the catalog's schemas, indexes and records. A catalog another process
+        holds locked past SQLite's busy wait is waited for as long as it takes (:meth:`_waiting` says so)."""
+        while True:
+            try:
+                con.execute(attach)
+                if not read_only:
+                    self._keep_records(con)
+                    for layer in LAYERS:
+                        con.execute(f"create schema if not exists {ALIAS}.{layer}")
+                    self._index_catalog(con)
+                    _set_file_options(con)
+                    store_fleet_views(con, ALIAS)
+                return
+            except duckdb.Error as exc:
+                with contextlib.suppress(duckdb.Error):
+                    con.execute(f"detach {ALIAS}")
+                if not _locked(exc):
+                    raise
+
+    def _attach_error(self, exc: duckdb.Error) -> BaseException:
+        """What a failed attach means for the user: a :class:`LakeError` where it is the lake's state, else ``exc``."""
+        message = str(exc)
+        first = message.splitlines()[0] if message else type(exc).__name__
+        if "does not match existing data path" in message:
+            recorded = re.search(r'existing data path in the catalog "([^"]*)"', message)
+            where = recorded[1] if recorded else "another folder"
+            return LakeError(
+                f"the catalog {self.catalog.describe()} records the lake's data at {where}, not at {self.data_path}: "
+                f"the data was moved without its catalog, or --lake names another lake. Point --lake at {where}, or "
+                "move the data back (a lake whose catalog is inside it moves freely)"
+            )
+        if self.catalog.path is not None and any(
+            sign in message for sign in ("not a database", "malformed", "unable to open", "Failed to probe",
+                                         "disk I/O error", "no such table")
+        ):
+            return LakeError(
+                f"the catalog {self.catalog.describe()} of the lake {self.url} cannot be read ({first}): restore it "
+                "from a backup; the data files are read only through it"
+            )
+        return exc
+
+    def _waiting(self) -> contextlib.AbstractContextManager[None]:
+        """:func:`pipelines.lake.locks.wait_notice` for SQLite's locks on a file catalog (readers of a catalog still
+        in the rollback journal wait for a writer's commit)."""
+        path = self.catalog.path
+        files = [] if path is None else [path, path.with_name(path.name + "-shm")]
+        return wait_notice(f"the catalog {self.catalog.describe()}", files)
+
+    def _keep_records(self, con: duckdb.DuckDBPyConnection) -> None:
+        """A writer's first look at the catalog: a catalog DuckLake has just made (snapshot 0 only) must not start a
+        lake over data files it cannot know; the creation time is recorded once; and a catalog inside its lake
+        records the data path relative to itself (a lake written before that is converted here)."""
+        records = dict(query_catalog(
+            con, "select key, value from {m}ducklake_metadata where scope is null and key in {keys}",
+            keys=["data_path", CREATED_KEY],
+        ))
+        if CREATED_KEY not in records:
+            (latest, oldest) = con.execute(
+                f"select max(snapshot_id), min(snapshot_time) from {ALIAS}.snapshots()").fetchone()
+            if latest == 0:
+                self._refuse_new_catalog("new (it holds no snapshot)")
+            self._set_record(con, CREATED_KEY, oldest.isoformat(), insert=True)
+        if self.catalog_inside and records.get("data_path") != RELATIVE_DATA_PATH:
+            self._set_record(con, "data_path", RELATIVE_DATA_PATH, insert=False)
+
+    def _set_record(self, con: duckdb.DuckDBPyConnection, key: str, value: str, *, insert: bool) -> None:
+        """Write one catalog-wide ``ducklake_metadata`` row (in the catalog's own database, outside DuckLake)."""
+        table = f"{METADATA}.{'public' if self.catalog.kind == 'postgres' else 'main'}.ducklake_metadata"
+        if insert:
+            con.execute(f"insert into {table} (key, value) values ($key, $value)", {"key": key, "value": value})
+        else:
+            con.execute(f"update {table} set value = $value where key = $key and scope is null",
+                        {"key": key, "value": value})
 
     def _extensions(self) -> tuple[str, ...]:
         """The DuckDB extensions the catalog needs (the storage's come with :meth:`storage_connection`)."""
@@ -297,14 +449,26 @@ class Lake:
                 con.execute(f"create index if not exists {name} on {METADATA}.main.{on}")
 
     @contextmanager
-    def _creating(self, create: bool) -> Iterator[None]:
-        """Writers of a file catalog take turns to attach it and create its schemas and indexes: SQLite refuses a
-        second writer of a new catalog's first tables, and two first writers' schemas would conflict."""
+    def writer_turn(self) -> Iterator[None]:
+        """One writer at a time on a file catalog (a lock file beside it), to attach it and to commit; server
+        catalogs wait for their own locks. Readers never wait (WAL).
+
+        SQLite lets one writer commit at a time, and fails the others at once, without its busy wait, when they
+        read before writing (as every DuckLake transaction does); a new catalog's first tables and two first
+        writers' schemas would conflict too. So writers wait for their turn here, as long as it takes, and one that
+        waits longer than a moment says whose turn it is (a hung process shows). Attaching takes a turn of its own:
+        never call :meth:`connect` for writing inside one.
+        """
         path = self.catalog.path
-        if not create or path is None:
+        if path is None:
             yield
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        lock_path = path.with_name(f".{path.name}.lock")
+        with open(lock_path, "a") as lock:  # released when the file closes
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                with wait_notice(f"another writer of the catalog (the lock {lock_path})", [lock_path], always=True):
+                    fcntl.flock(lock, fcntl.LOCK_EX)
             yield

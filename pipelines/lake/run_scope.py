@@ -19,7 +19,8 @@ from pipelines.lake.lake import ALIAS, LAYERS, query_catalog
 from pipelines.rows import sql_path
 
 # Whether the run is in the lake, the tables' columns, the run's live files in them with their full paths
-# (DuckLake nests data, schema, table and file paths, each relative to the one before unless marked absolute) and
+# (DuckLake nests data, schema, table and file paths, each relative to the one before unless marked absolute; the
+# data path is the connection's, not the catalog's record, which is relative for a lake that moves) and
 # whether each reads as written, and the snapshot all this is as of. One statement: the catalog's database
 # answers it from one consistent state, by the index on partition values whatever the number of runs.
 _RUN_FILES = """
@@ -33,8 +34,7 @@ _RUN_FILES = """
         select t.table_id, s.schema_name, t.table_name,
                case when not t.path_is_relative then t.path
                     when not s.path_is_relative then s.path || t.path
-                    else (select value from {m}ducklake_metadata where key = 'data_path' and scope is null)
-                         || s.path || t.path end as table_path,
+                    else {data_path} || s.path || t.path end as table_path,
                (select max(c.begin_snapshot) from {m}ducklake_column as c
                 where c.table_id = t.table_id and c.end_snapshot is null) as columns_since
         from {m}ducklake_table as t
@@ -93,7 +93,9 @@ def _run_tables(
     """The lake's tables (those named in ``tables``, default all) with the run's files, and the snapshot."""
     found: dict[str, _Table] = {}
     snapshot = 0
-    rows = query_catalog(con, _RUN_FILES, run=run_id, tables=sorted(set(tables or ())), every_table=tables is None)
+    (data_path,) = con.execute(f"select data_path from ducklake_settings('{ALIAS}')").fetchone()
+    rows = query_catalog(con, _RUN_FILES, run=run_id, tables=sorted(set(tables or ())), every_table=tables is None,
+                         data_path=data_path)
     for layer, name, kind, ordinal, value, as_written in rows:
         if kind == "snapshot":
             snapshot = int(ordinal)  # SQLite's answers are text

@@ -8,16 +8,18 @@ import os
 import random
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import orjson
 import pytest
 
-from pipelines.lake.lake import LAYERS, Lake
+from pipelines.lake.lake import CREATED_KEY, LAYERS, Lake
 from pipelines.lake.maintenance import run_history
 from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
@@ -230,6 +232,10 @@ def test_maintenance_job_sweeps_what_killed_ingests_left(tmp_path, versions) -> 
     (run,) = discover_runs(str(versions["a"]))
     ingest_run(run, lake, settings=IngestSettings(build=BuildSettings(threads=1)))
     before = open_lake(lake.url).execute("select count(*) from kernels").fetchone()
+    # A lake made five days ago (only files written since its catalog was created can be its leftovers).
+    with sqlite3.connect(lake.catalog.path) as catalog:
+        catalog.execute("update ducklake_metadata set value = ? where key = ?",
+                        (datetime.fromtimestamp(time.time() - 5 * 86400, UTC).isoformat(), CREATED_KEY))
     stale = time.time() - 3 * 86400
     leftovers = [Path(lake.url, "_staging", "0123456789abcdef", "20240101T000000-dead", "kernels", "x.parquet"),
                  Path(lake.url, "raw", "kernels", f"run_id={RUN}", "ducklake-killed.parquet")]

@@ -39,7 +39,10 @@ def _ingest(tmp: Path, lake: Lake) -> Lake:
 
 
 def _files(root: Path) -> list[tuple[Path, int]]:
-    return sorted((path, path.stat().st_mtime_ns) for path in root.rglob("*") if path.is_file())
+    """Every file under ``root`` and when it was last written, but a WAL catalog's -wal and -shm: SQLite's journal
+    and shared index, which every reader opens or writes (its read marks), not data."""
+    return sorted((path, path.stat().st_mtime_ns) for path in root.rglob("*")
+                  if path.is_file() and not path.name.endswith(("-wal", "-shm")))
 
 
 @pytest.fixture(scope="module")

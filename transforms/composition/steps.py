@@ -21,6 +21,7 @@ import duckdb
 from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
 from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.lake import ALIAS, Lake
+from pipelines.lake.maintenance import remove_run_leftovers
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import PARQUET_FORMAT, rows_query, sql_path
 from pipelines.scratch import scratch_dir
@@ -186,11 +187,12 @@ def commit_run(
     if built.failure:
         info["analysis_failed"] = built.failure
     try:
-        with lake.connect() as con:
+        with lake.connect() as con, lake.writer_turn():
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
             expire_old_versions(con, retention or RETENTION.text())
             store_fleet_views(con, ALIAS)  # the lake's first commit made the tables they read
+            remove_run_leftovers(lake, con, run_id)
     finally:
         discard_staging(lake, run_id, built.version)
     return CommittedRun(staged, built, commit)
