@@ -40,7 +40,7 @@ from pipelines.lake.extensions import extension_connection
 from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.locks import wait_notice
 from pipelines.retry import retrying
-from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, sql_path
+from pipelines.rows import PARQUET_COMPRESSION, PARQUET_VERSION, one, sql_path
 from pipelines.settings import CATALOG
 from pipelines.storage import S3Access, filesystem, full_url, http_timeout_s, is_local
 
@@ -97,9 +97,9 @@ def query_catalog(
     """Rows of ``template`` (SQL over DuckLake's tables, each named ``{m}ducklake_…``; ``{name}`` for each of
     ``literals``, inlined as SQL literals) run by the catalog's own database: SQLite and PostgreSQL use their
     indexes, where DuckDB's scanners would read whole tables."""
-    (catalog,) = con.execute(
+    (catalog,) = one(con.execute(
         "select path from duckdb_databases() where database_name = $alias", {"alias": ALIAS}
-    ).fetchone()
+    ))
     native = catalog.split(":", 1)[0] if catalog.startswith(("sqlite:", "postgres:")) else None
     values = {"m": "" if native else f"{METADATA}."} | {name: _literal(value) for name, value in literals.items()}
     query = re.sub(r"\{(\w+)\}", lambda match: values[match[1]], template)  # one pass: values are not re-read
@@ -413,8 +413,8 @@ class Lake:
             keys=["data_path", CREATED_KEY],
         ))
         if CREATED_KEY not in records:
-            (latest, oldest) = con.execute(
-                f"select max(snapshot_id), min(snapshot_time) from {ALIAS}.snapshots()").fetchone()
+            (latest, oldest) = one(con.execute(
+                f"select max(snapshot_id), min(snapshot_time) from {ALIAS}.snapshots()"))
             if latest == 0:
                 self._refuse_new_catalog("new (it holds no snapshot)")
             self._set_record(con, CREATED_KEY, oldest.isoformat(), insert=True)

@@ -21,6 +21,7 @@ import orjson
 
 from pipelines.lake.commit import expire_old_versions, lake_tables
 from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
+from pipelines.rows import one
 from pipelines.staging.area import STAGING
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def maintain(lake: Lake, *, retention: str = "0 seconds", leftover_age: str = LE
     with lake.connect() as con, lake.writer_turn():
         merged = con.execute(f"call ducklake_merge_adjacent_files('{ALIAS}')").fetchall()
         expire_old_versions(con, retention)
-        cutoff = con.execute("select now() - $age::interval", {"age": leftover_age}).fetchone()[0]
+        cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
         # Listed, not deleted, by DuckLake: every file under the data path that its catalog does not name.
         listed = [row[0] for row in con.execute(
             f"select path from ducklake_delete_orphaned_files('{ALIAS}', dry_run => true)").fetchall()]
@@ -180,17 +181,17 @@ def remove_run_leftovers(
 
 
 def _remove_run_leftovers(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, leftover_age: str) -> int:
-    (data_path,) = con.execute(f"select data_path from ducklake_settings('{ALIAS}')").fetchone()
+    (data_path,) = one(con.execute(f"select data_path from ducklake_settings('{ALIAS}')"))
     named = {row[0] for row in query_catalog(con, _RUN_NAMED, run=run_id, data_path=data_path,
                                              folder=f"%/{run_partition(run_id)}/%")}
     tables = [name.split(".") for name in lake_tables(con)]
     with ThreadPoolExecutor(1 if lake.local else 8) as pool:
-        listed = [path for paths in pool.map(lambda t: _files_in(lake, lake.run_folder(*t, run_id)), tables)
+        listed = [path for paths in pool.map(lambda t: _files_in(lake, lake.run_folder(t[0], t[1], run_id)), tables)
                   for path in paths]
     unnamed = [path for path in listed if path not in named]
     if not unnamed:
         return 0
-    cutoff = con.execute("select now() - $age::interval", {"age": leftover_age}).fetchone()[0]
+    cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
     leftovers, _ = _provable_leftovers(lake, con, unnamed, cutoff)
     _remove(lake, leftovers)
     return len(leftovers)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from pipelines.lake.lake import ALIAS, LAYERS, query_catalog
-from pipelines.rows import sql_path
+from pipelines.rows import one, sql_path
 
 # Whether the run is in the lake, the tables' columns, the run's live files in them with their full paths
 # (DuckLake nests data, schema, table and file paths, each relative to the one before unless marked absolute; the
@@ -93,7 +93,7 @@ def _run_tables(
     """The lake's tables (those named in ``tables``, default all) with the run's files, and the snapshot."""
     found: dict[str, _Table] = {}
     snapshot = 0
-    (data_path,) = con.execute(f"select data_path from ducklake_settings('{ALIAS}')").fetchone()
+    (data_path,) = one(con.execute(f"select data_path from ducklake_settings('{ALIAS}')"))
     rows = query_catalog(con, _RUN_FILES, run=run_id, tables=sorted(set(tables or ())), every_table=tables is None,
                          data_path=data_path)
     for layer, name, kind, ordinal, value, as_written in rows:
