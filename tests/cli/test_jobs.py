@@ -31,9 +31,13 @@ composition.ingest_run = ingest_run
 
 
 def _row_counts(lake: Path) -> dict[str, list[tuple]]:
+    """Rows per run of each table (and each view over every run: straggler_history has a row per job and rank)."""
     con = open_lake(str(lake))
+    with_run_id = {row[0] for row in con.execute("select table_name from duckdb_columns() "
+                                                 "where column_name = 'run_id'").fetchall()}
     return {
-        table: con.execute(f"select run_id, count(*) from {table} group by run_id order by run_id").fetchall()
+        table: con.execute(f"select run_id, count(*) from {table} group by run_id order by run_id"
+                           if table in with_run_id else f"select count(*) from {table}").fetchall()
         for table in table_names(con)
     }
 

@@ -32,6 +32,7 @@ from pipelines.staging.run import stage_run_tables
 from pipelines.staging.trace import stage_trace
 from pipelines.watch import fingerprint
 from transforms.report.files import write_run_report
+from transforms.models import discover_models
 from transforms.runner import MartResult, build_marts, register_run_tables
 
 __all__ = ["stage_trace", "stage_run", "build_tables", "rebuild_tables", "commit_run", "write_report",
@@ -115,7 +116,8 @@ def _stage_marts(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, versio
 
 def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str,
            select: set[str] | None) -> tuple[list[MartResult], dict[str, list[str]]]:
-    PROGRESS.info("  %s: building the analysis tables", run_id)
+    marts = [name for name, model in discover_models().items() if model.layer == "marts"]
+    PROGRESS.info("  %s: building %d analysis tables", run_id, len(select & set(marts)) if select else len(marts))
     started = time.perf_counter()
     try:
         marts = build_marts(con, select=select)
