@@ -8,10 +8,12 @@ import sqlite3
 import zlib
 from pathlib import Path
 
+import dagster as dg
 import orjson
 import pyarrow.parquet as pq
 import pytest
 
+from dagster_project.record import post_records
 from pipelines.lake.read import open_lake, table_files
 
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
@@ -122,8 +124,8 @@ def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source
     credentials = ["--storage-option", f"key={moto_s3.access_key}", "--storage-option", f"secret={secret}"]
     explicit = [*credentials, "--storage-option", f'client_kwargs={{"endpoint_url": "{moto_s3.endpoint}"}}']
 
-    # No AWS variable at all. The explicit options travel in Dagster resource config: a persistent
-    # instance (DAGSTER_HOME) is used so that its run storage can be scanned for the secret too.
+    # No AWS variable at all. A persistent Dagster home (DAGSTER_HOME), where the ingest leaves its runs' records and
+    # the UI posts them, is scanned for the secret too.
     bad_trace = cli("ingest", "s3://opt-bucket/traces", "--lake", "s3://opt-bucket/lake", *explicit,
                     env={"DAGSTER_HOME": str(home)})
     assert bad_trace.returncode == 1, bad_trace.output
@@ -150,6 +152,9 @@ def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source
 
     for result in (bad_trace, bare, missing_bucket, unreachable):
         assert secret not in result.output
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:  # what tracelake ui does first
+        assert sorted(post_records(instance)) == ["bad", "simple_add"]
     for key, body in _lake_strings(moto_s3, "opt-bucket", ""):
         assert secret.encode() not in body, key
     assert secret.encode() not in (tmp_path / "catalog.sqlite").read_bytes()
@@ -158,7 +163,7 @@ def test_explicit_options_and_credentials_never_appear(moto_s3, cli, make_source
     for path in scanned:
         assert secret.encode() not in path.read_bytes(), path
     stored = _dagster_values(home)
-    assert any(b"storage_options_json" in value for value in stored)  # the resource's config was stored, decoded
+    assert any(b"simple_add" in value for value in stored)  # the runs' materializations were stored, decoded
     assert not [value[:200] for value in stored if secret.encode() in value]
 
 
