@@ -28,11 +28,12 @@ import torch
 import torch.distributed as dist
 from isal import igzip
 
+from pipelines.settings import RUN_ID
 from pipelines.storage import filesystem, full_url, join
 
 log = logging.getLogger(__name__)
 
-RUN_ID_ENV = "TRACELAKE_RUN_ID"
+RUN_ID_ENV = RUN_ID.name
 _STORE_KEY = "tracelake/run_id"
 
 

@@ -109,6 +109,13 @@ Did a run regress, across the fleet? run_metrics (per run: headline metrics, med
                                      run_regressions (each run against its job's previous run: change, noise,
                                      verdict; tracelake check RUN gates CI on it), straggler_history (per job and
                                      rank: straggler in how many of the last 10 runs, on which host)
+What is my MFU, per rank and step?   step_mfu (model FLOPs of the step's matrix products, achieved TFLOP/s, the
+                                     GPU's dense peak for the step's dtype, mfu_ratio; hardware FLOPs with
+                                     recomputation), op_perf.owns_flops (the rows whose FLOPs sum without doubling)
+Which group and phase exposes comms? comm_by_group (per process group and forward / backward / optimizer phase:
+                                     communication, the exposed part not under computation, bytes, count)
+How big are my pipeline bubbles?     pipeline_stages (per stage: compute, send/recv, waiting for the neighbour,
+                                     bubble against the schedule's ideal (p-1)/(m+p-1))
 What should I fix first?             recommendations (tb_plugin's rules and ours: metric, threshold, advice)
 Which rank holds the others up?      stragglers (per rank: arrived last, wait caused, verdict), collectives
 What bounds each step?               critical_path (HTA's critical path: cpu, gpu_compute, communication,

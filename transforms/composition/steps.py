@@ -31,8 +31,8 @@ from pipelines.staging.manifest import StagedRun, StagedTrace
 from pipelines.staging.run import stage_run_tables
 from pipelines.staging.trace import stage_trace
 from pipelines.watch import fingerprint
-from transforms.report.files import write_run_report
 from transforms.models import discover_models
+from transforms.report.files import write_run_report
 from transforms.runner import MartResult, build_marts, register_run_tables
 
 __all__ = ["stage_trace", "stage_run", "build_tables", "rebuild_tables", "commit_run", "write_report",
