@@ -9,7 +9,7 @@ from dagster_project.outbox import REGRESSION_CHECK as GATE
 from dagster_project.outbox import RunRecord, regression_check
 from dagster_project.partitions import trace_runs
 from dagster_project.resources import IngestSettingsResource, LakeResource
-from pipelines.staging.manifest import read_run_manifest
+from pipelines.staging.manifest import ManifestMissing, read_run_manifest
 from pipelines.tables import RAW_TABLES
 from transforms.checks import check_names
 from transforms.composition.ingest import IngestSettings, rebuild_run
@@ -44,7 +44,10 @@ def _commit(context: dg.AssetExecutionContext, lake: LakeResource, settings: Ing
     handle, run_id = lake.lake(), context.partition_key
     selection = context.run.asset_selection  # None or empty: the whole job, raw tables included
     if not selection or any(key.path[0] == "raw" for key in selection):
-        staged = read_run_manifest(handle, run_id, version_of(context))
+        try:
+            staged = read_run_manifest(handle, run_id, version_of(context))
+        except ManifestMissing as exc:  # the step's failure says so itself, not a wrapped traceback
+            raise dg.Failure(str(exc)) from exc
         return commit_run(handle, staged, build_tables(handle, staged, select=selected, settings=settings.build()))
     return rebuild_run(handle, run_id, select=selected, settings=IngestSettings(build=settings.build()))
 
