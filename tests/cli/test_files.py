@@ -17,34 +17,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
-import pytest
 
-from pipelines.lake.lake import CREATED_KEY, Lake
+from pipelines.lake.lake import CREATED_KEY
 from pipelines.lake.read import open_lake
-from pipelines.sources import discover_runs
-from tests.support.servers import EXAMPLE_TRACES
-from transforms.composition.ingest import IngestSettings, ingest_run
-from transforms.composition.steps import BuildSettings
-
-RUN = "job"
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("source")
-    (root / RUN).mkdir()
-    for trace in (EXAMPLE_TRACES / "simple_add").glob("*.json.gz"):
-        shutil.copy(trace, root / RUN / trace.name)
-    return root
-
-
-@pytest.fixture
-def lake(tmp_path: Path, source: Path) -> Path:
-    """A lake holding run ``job``, made where the test uses it."""
-    lake = tmp_path / "lake"
-    (run,) = discover_runs(str(source))
-    ingest_run(run, Lake(str(lake)), settings=IngestSettings(build=BuildSettings(threads=1), report=False))
-    return lake
+from tests.cli.conftest import RUN
 
 
 def _rows(files: list[str] | str) -> int:

@@ -8,23 +8,14 @@ seconds it says what it waits for and which process holds it, then keeps waiting
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from pipelines.lake.lake import Lake
-from pipelines.sources import discover_runs
-from tests.support.servers import EXAMPLE_TRACES
-from transforms.composition.ingest import IngestSettings, ingest_run
-from transforms.composition.steps import BuildSettings
-
-RUN = "job"
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli.conftest import REPO, RUN
 
 # A hung process holding a catalog's locks for HOLD seconds: a writer's turn (the lock file beside the catalog) and
 # SQLite's own lock ("writer": the write lock a commit holds; "exclusive": a rollback journal's commit, which
@@ -43,23 +34,6 @@ ready.touch()
 time.sleep(hold)
 con.execute("commit")
 """
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("source")
-    (root / RUN).mkdir()
-    for trace in (EXAMPLE_TRACES / "simple_add").glob("*.json.gz"):
-        shutil.copy(trace, root / RUN / trace.name)
-    return root
-
-
-@pytest.fixture
-def lake(tmp_path: Path, source: Path) -> Path:
-    lake = tmp_path / "lake"
-    (run,) = discover_runs(str(source))
-    ingest_run(run, Lake(str(lake)), settings=IngestSettings(build=BuildSettings(threads=1), report=False))
-    return lake
 
 
 def _hold(lake: Path, kind: str, seconds: float) -> subprocess.Popen[bytes]:
@@ -88,7 +62,7 @@ def test_a_writer_waits_for_a_hung_writers_turn_and_says_whose_it_is(lake: Path,
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     for line in ingest.stdout:  # the commit comes next: a process takes the catalog's locks and hangs
-        if "building the analysis tables" in line:
+        if ": building " in line and line.rstrip().endswith(" analysis tables"):
             break
     holder = _hold(lake, "writer", 6)
     stdout, stderr = ingest.communicate(timeout=120)
