@@ -204,7 +204,7 @@ class EventChunker:
     """
 
     def __init__(
-        self, stream: IO[bytes], *, chunk_bytes: int, max_event_bytes: int = MAX_EVENT_BYTES
+        self, stream: IO[bytes] | GzipStream, *, chunk_bytes: int, max_event_bytes: int = MAX_EVENT_BYTES
     ) -> None:
         self._stream = stream
         self._chunk_bytes = chunk_bytes

@@ -36,7 +36,7 @@ from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompresse
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
 from pipelines.quality import QualityIssue
 from pipelines.repair import repair_events
-from pipelines.rows import PARQUET_FORMAT, PARQUET_VERSION, sql_path, write_rows
+from pipelines.rows import PARQUET_FORMAT, PARQUET_VERSION, one, sql_path, write_rows
 from pipelines.schema import EVENT_COLUMNS, KEY_RENAMES, ROUTE, time_ns
 from pipelines.tables import (
     ABSOLUTE_TIME_COLUMNS,
@@ -281,7 +281,7 @@ class _EventLoader:
                 self._issue("error", "unparseable_events", f"a block of events could not be decoded: {error}")
             )
         self._read_json(cur, path)
-        extent_and_checks = cur.execute(_EXTENT_AND_CHECKS).fetchone()
+        extent_and_checks = one(cur.execute(_EXTENT_AND_CHECKS))
         result.extent = extent_and_checks[:4]
         checks = dict(zip(CHUNK_CHECKS, extent_and_checks[4:], strict=True))
         if attempt == "as_written" and checks["missing_ph"]:
@@ -370,7 +370,7 @@ class _EventLoader:
             + [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files['other_events'])} where ph = 'X'"]
         )
         with self._con.cursor() as cur:
-            found = cur.execute(f"select {counts} from {memory}").fetchone()
+            found = one(cur.execute(f"select {counts} from {memory}"))
             spans = cur.execute(SPANS.format(events=complete_events)).fetchnumpy()
         self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
         self.counts["overlapping_events"] += overlapping_events(spans["track"], spans["start"], spans["end"])
@@ -427,7 +427,8 @@ def parse_trace(
         parsed.schema_version = metadata.get("schemaVersion") if isinstance(metadata.get("schemaVersion"), int) else None
         base = metadata.get("baseTimeNanoseconds")
         parsed.base_time_ns = base if isinstance(base, int) else None
-        parsed.distributed = metadata.get("distributedInfo") if isinstance(metadata.get("distributedInfo"), dict) else {}
+        distributed = metadata.get("distributedInfo")
+        parsed.distributed = distributed if isinstance(distributed, dict) else {}
         parsed.window_start_ns, parsed.window_end_ns = loader.window(parsed.base_time_ns or 0)
         outdir = workdir / "tables"
         outdir.mkdir(exist_ok=True)

@@ -192,7 +192,7 @@ def _split_rows(
     columns = (host_lane, host_event_idx, host_ts_ns, host_end_ns, host_blocking, node, lane, pos, chain_weight,
                chain_category, src, dst, weight, category)
     lists = [single_array(column) for column in columns]
-    out = []
+    out: list[list[int] | None] = []
     for row in range(len(lists[0])):
         arrays = [column[row].values.to_numpy(zero_copy_only=False) for column in lists]
         host, device, edges = arrays[:5], arrays[5:10], arrays[10:]

@@ -84,7 +84,8 @@ def _segment_rows(
     for row in range(len(next_ts)):
         arrays = [column[row].values for column in lists]
         arrays[3] = pc.fill_null(arrays[3], NO_STEP)  # int64 throughout: NaN would round the times
-        rows.append(segments(*(array.to_numpy() for array in arrays), next_ts[row]))
+        t_row, role_row, delta_row, start_row = (array.to_numpy() for array in arrays)
+        rows.append(segments(t_row, role_row, delta_row, start_row, next_ts[row]))
     offsets = pa.array(np.cumsum([0] + [len(row["seg_start_ns"]) for row in rows]), type=pa.int32())
     children = [
         pa.ListArray.from_arrays(offsets, pa.concat_arrays([row[field.name] for row in rows])

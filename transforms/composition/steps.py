@@ -116,8 +116,8 @@ def _stage_marts(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, versio
 
 def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str,
            select: set[str] | None) -> tuple[list[MartResult], dict[str, list[str]]]:
-    marts = [name for name, model in discover_models().items() if model.layer == "marts"]
-    PROGRESS.info("  %s: building %d analysis tables", run_id, len(select & set(marts)) if select else len(marts))
+    names = {name for name, model in discover_models().items() if model.layer == "marts"}
+    PROGRESS.info("  %s: building %d analysis tables", run_id, len(select & names) if select else len(names))
     started = time.perf_counter()
     try:
         marts = build_marts(con, select=select)
