@@ -90,7 +90,8 @@ step_stretches as (
 ),
 
 -- The events starting inside a step, as HTA clips one annotation instance: those of the step that started last
--- before them (a range join over the disjoint stretches; an ASOF join sorted every host event).
+-- before them, found by an ASOF join over the stretches that hold time (a join on the trace with the stretch as a
+-- range would compare every event with every step of its trace).
 step_host as materialized (
     select
         steps.step,
@@ -102,11 +103,10 @@ step_host as materialized (
         host_events.*
     from host_events
     left join pass_threads using (run_id, trace_id)
-    join step_stretches as steps
+    asof join (select * from step_stretches where next_ns > ts_ns) as steps
         on host_events.run_id = steps.run_id
         and host_events.trace_id = steps.trace_id
         and host_events.ts_ns >= steps.ts_ns
-        and host_events.ts_ns < steps.next_ns
     where host_events.ts_ns <= steps.end_ns and host_events.dur_ns > 0
 ),
 
