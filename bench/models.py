@@ -49,6 +49,9 @@ class Profile:
     running: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
     peak_rss_mb: float = 0.0
+    phase: str = "parse"
+    phases: dict[str, list[float]] = field(default_factory=dict)
+    """Phase -> [wall s, CPU s, peak RSS MB]."""
 
     def sample(self, stop: threading.Event) -> None:
         """Every 20 ms: the process's RSS, charged to each model running."""
@@ -56,6 +59,8 @@ class Profile:
             rss = rss_mb()
             with self.lock:
                 self.peak_rss_mb = max(self.peak_rss_mb, rss)
+                entry = self.phases.setdefault(self.phase, [0.0, 0.0, 0.0])
+                entry[2] = max(entry[2], rss)
                 for name in self.running:
                     self.models[name].peak_rss_mb = max(self.models[name].peak_rss_mb, rss)
 
@@ -81,6 +86,30 @@ def instrument(profile: Profile) -> None:
     runner._create = timed
 
 
+def _process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def phased(profile: Profile, name: str, step):  # type: ignore[no-untyped-def]
+    """``step`` (a composition step) timed as phase ``name``; the phase after it is ``commit`` or ``report``."""
+
+    def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        wall, cpu = time.perf_counter(), _process_cpu_s()
+        with profile.lock:
+            profile.phase = name
+        try:
+            return step(*args, **kwargs)
+        finally:
+            with profile.lock:
+                entry = profile.phases.setdefault(name, [0.0, 0.0, 0.0])
+                entry[0] += time.perf_counter() - wall
+                entry[1] += _process_cpu_s() - cpu
+                profile.phase = "after"
+
+    return timed
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="trace folders (one run each)")
@@ -89,18 +118,22 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.memory_limit:
         os.environ["TRACELAKE_MEMORY_LIMIT"] = args.memory_limit
-    from transforms.composition.ingest import IngestSettings, ingest_run
+    from transforms.composition import ingest
+
+    steps = {"parse": ingest.stage_traces, "build": ingest.build_tables, "commit": ingest.commit_run}
 
     for folder in args.folders:
         profile = Profile()
         instrument(profile)
+        ingest.stage_traces, ingest.build_tables, ingest.commit_run = (
+            phased(profile, name, step) for name, step in steps.items())
         stop = threading.Event()
         sampler = threading.Thread(target=profile.sample, args=(stop,), daemon=True)
         sampler.start()
         cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="tracelake-profile-", dir=ROOT / "bench" / "out") as lake_dir:
             (run,) = discover_runs(str(folder))
-            ingest_run(run, Lake(lake_dir), settings=IngestSettings(report=False))
+            ingest.ingest_run(run, Lake(lake_dir), settings=ingest.IngestSettings(report=False))
         stop.set()
         sampler.join()
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -108,10 +141,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{folder}: wall {time.perf_counter() - wall0:.1f} s, CPU {cpu:.1f} s, peak RSS "
               f"{profile.peak_rss_mb:.0f} MB (sampled), models {sum(m.cpu_s for m in profile.models.values()):.1f}"
               " CPU-s", flush=True)
+        for name, (wall, cpu_s, peak) in profile.phases.items():
+            print(f"  {name}: wall {wall:.1f} s, CPU {cpu_s:.1f} s, peak RSS {peak:.0f} MB")
         print(f"{'model':32} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} builds")
         for m in sorted(profile.models.values(), key=lambda m: -m.cpu_s)[: args.top]:
             print(f"{m.name:32} {m.wall_s:8.2f} {m.cpu_s:8.2f} {m.peak_rss_mb:8.0f} {m.attempts}")
         runner._create = _CREATE
+        ingest.stage_traces, ingest.build_tables, ingest.commit_run = steps.values()
 
 
 if __name__ == "__main__":

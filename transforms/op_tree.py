@@ -1,5 +1,6 @@
 """The host op trees with each node's figures, as the DuckDB function ``op_tree`` that
-``sql/intermediate/int_op_nodes.sql`` calls once per thread with the thread's ranges as a list.
+``sql/intermediate/int_op_tree_links.sql`` calls once per piece of a thread (``int_op_tree_ranges``: its ranges
+between two steps that no range crosses) with the piece's ranges as a list.
 
 In SQL the links took five window passes over the ranges and their start and end edges, each sorting every row
 again, and the subtree sums a window framed per row: 2.3 s of the 6.4 s of CPU the models of a 234 MB trace took,
@@ -33,6 +34,9 @@ import pyarrow.compute as pc
 from transforms.sql_functions import replace_function, single_array
 
 FUNCTION = "op_tree"
+# The memory a call holds per row of its input, at its peak (DuckDB's lists, their Arrow and numpy copies, the
+# working arrays and the result): the runner hands a call as many rows as the functions' memory allows.
+BYTES_PER_ROW = 400
 # The fields of each range handed in (SQL struct order), and of each linked range handed back.
 RANGE = (
     "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, name_no INTEGER, is_operator BOOLEAN, "
