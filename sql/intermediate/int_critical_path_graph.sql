@@ -60,36 +60,53 @@ pass_threads as (
     group by run_id, trace_id
 ),
 
--- Each step's stretch of the trace: from its start to the next step's start, so that the stretches are disjoint.
-step_stretches as (
-    select
-        run_id, trace_id, step, ts_ns, end_ns,
-        lead(ts_ns, 1, 9223372036854775807) over (partition by run_id, trace_id order by ts_ns, step) as next_ns,
-        -- the steps numbered in time order, trace by trace: the pieces critical_path is built a batch of at a time
-        row_number() over (order by run_id, trace_id, ts_ns, step) as piece
+-- The steps numbered in time order, trace by trace: the pieces critical_path is built a batch of at a time.
+step_pieces as (
+    select run_id, trace_id, step, ts_ns, end_ns, row_number() over (order by run_id, trace_id, ts_ns, step) as piece
     from steps
 ),
 
+-- Each host event (of positive length) in the step whose stretch (from its start to the next step's) holds its
+-- start: int_step_buckets' lookup, not a join of every event with every step of its trace.
+host_bucketed as (
+    select
+        host_events.*,
+        least((host_events.ts_ns - grids.first_ns) >> grids.shift, grids.last_bucket) as bucket
+    from host_events
+    join (select distinct trace_id, first_ns, shift, last_bucket from int_step_buckets) as grids using (trace_id)
+    where host_events.dur_ns > 0
+),
+
+host_stretched as (
+    select
+        host_bucketed.* exclude (bucket),
+        case
+            when len(buckets.starts_ns) = 0 then buckets.before_step
+            else coalesce(
+                buckets.steps[len(list_filter(buckets.starts_ns, start_ns -> start_ns <= host_bucketed.ts_ns))],
+                buckets.before_step
+            )
+        end as step
+    from host_bucketed
+    join int_step_buckets as buckets using (trace_id, bucket)
+),
+
 -- The events starting inside a step, as HTA clips one annotation instance: those of the step that started last
--- before them, found by an ASOF join over the stretches that hold time (a join on the trace with the stretch as a
--- range would compare every event with every step of its trace).
+-- before them.
 step_host as materialized (
     select
         steps.piece,
         steps.step,
         hash(
-            host_events.trace_id, steps.step, 'thread', host_events.pid,
-            if(host_events.tid = pass_threads.backward_tid, coalesce(pass_threads.forward_tid, host_events.tid),
-               host_events.tid)
+            host_stretched.trace_id, steps.step, 'thread', host_stretched.pid,
+            if(host_stretched.tid = pass_threads.backward_tid,
+               coalesce(pass_threads.forward_tid, host_stretched.tid), host_stretched.tid)
         ) as lane,
-        host_events.*
-    from host_events
+        host_stretched.* exclude (step)
+    from host_stretched
     left join pass_threads using (run_id, trace_id)
-    asof join (select * from step_stretches where next_ns > ts_ns) as steps
-        on host_events.run_id = steps.run_id
-        and host_events.trace_id = steps.trace_id
-        and host_events.ts_ns >= steps.ts_ns
-    where host_events.ts_ns <= steps.end_ns and host_events.dur_ns > 0
+    join step_pieces as steps using (run_id, trace_id, step)
+    where host_stretched.ts_ns <= steps.end_ns
 ),
 
 -- As in HTA, a launch has one device event: the last to start (of a CUDA graph launch's kernels).

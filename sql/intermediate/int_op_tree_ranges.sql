@@ -1,6 +1,6 @@
 -- One row per range of the two op trees, as op_tree (transforms/op_tree.py) reads it: int_host_ranges by tree
--- (the trees and their definitions are int_op_nodes'), numbered per thread and name, with what it launched itself.
--- int_op_tree_links links them a batch of pieces at a time, so that no call holds a whole thread of a long trace.
+-- (the trees and their definitions are int_op_nodes'), threads numbered, with what it launched itself.
+-- int_op_nodes links them a batch of pieces at a time, so that no call holds a whole thread of a long trace.
 -- A piece is a thread's ranges between two ProfilerStep# starts of its trace that no range of the thread crosses:
 -- nothing is open there, so the trees on either side are apart and the positions after it follow on. It holds the
 -- ranges starting in one step's stretch (from its start to the next step's), and in the next stretches while a
@@ -9,7 +9,7 @@
 -- grain: thread_no, event_idx
 -- source: torch.autograd.profiler_util EventList._populate_cpu_children (torch 2.x); torch-tb-profiler 0.4.3 op_tree.py
 -- column: thread_no: numbers (tree, trace, thread_key) within this build
--- column: name_no: numbers the range's name within this build
+-- column: name_key: the range's name as op_tree compares it (a hash)
 -- column: is_operator: a cpu_op (an Operator to tb_plugin)
 -- column: is_plain_operator: a cpu_op that is no ProfilerStep#
 -- column: torch_tree: the range is of the torch tree
@@ -20,29 +20,41 @@
 -- column: pos_offset: the ranges of its thread in the pieces before
 with
 
--- Each trace's ProfilerStep# starts: stretch n runs from the n-th to the next.
-stretch_starts as (
-    select trace_id, ts_ns, min(step) as step, row_number() over (partition by trace_id order by ts_ns) as stretch
-    from steps
-    where ts_ns is not null
-    group by trace_id, ts_ns
-),
-
--- Each range in the stretch holding its start: 0 before the first step, the last for one without a start time.
-located as (
+-- Each range in the stretch holding its start (int_step_buckets), by that stretch's start: -inf before the first
+-- step, +inf without a start time (such a range sorts last).
+bucketed as (
     select
         host_ranges.*,
-        stretch_starts.step,
-        case when host_ranges.ts_ns is null then 9223372036854775807 else coalesce(stretch_starts.stretch, 0) end
-            as stretch,
-        case
-            when host_ranges.ts_ns is null then 9223372036854775807
-            else coalesce(stretch_starts.ts_ns, -9223372036854775808)
-        end as stretch_ns
+        least((host_ranges.ts_ns - grids.first_ns) >> grids.shift, grids.last_bucket) as bucket
     from int_host_ranges as host_ranges
-    asof left join stretch_starts
-        on stretch_starts.trace_id = host_ranges.trace_id
-        and stretch_starts.ts_ns <= host_ranges.ts_ns
+    left join (select distinct trace_id, first_ns, shift, last_bucket from int_step_buckets) as grids using (trace_id)
+),
+
+stretched as (
+    select
+        bucketed.*,
+        case
+            when len(buckets.starts_ns) = 0 then 0
+            else len(list_filter(buckets.starts_ns, start_ns -> start_ns <= bucketed.ts_ns))
+        end as starts_in_bucket,
+        buckets.starts_ns,
+        buckets.steps,
+        buckets.before_ns,
+        buckets.before_step
+    from bucketed
+    left join int_step_buckets as buckets using (trace_id, bucket)
+),
+
+located as (
+    select
+        stretched.* exclude (bucket, starts_in_bucket, starts_ns, steps, before_ns, before_step),
+        case
+            when ts_ns is null then 9223372036854775807
+            when starts_in_bucket > 0 then starts_ns[starts_in_bucket]
+            else coalesce(before_ns, -9223372036854775808)
+        end as stretch_ns,
+        if(starts_in_bucket > 0, steps[starts_in_bucket], before_step) as step
+    from stretched
 ),
 
 tree_nodes as not materialized (
@@ -64,11 +76,6 @@ tree_nodes as not materialized (
 threads as materialized (
     select tree, trace_id, thread_key, row_number() over (order by tree, trace_id, thread_key)::integer as thread_no
     from (select distinct tree, trace_id, thread_key from tree_nodes)
-),
-
-names as materialized (
-    select name, row_number() over (order by name)::integer as name_no
-    from (select distinct name from int_host_ranges)
 ),
 
 runtime_external_ids as (
@@ -93,7 +100,9 @@ nodes as materialized (
     select
         tree_nodes.*,
         threads.thread_no,
-        names.name_no,
+        -- the trees compare names only for equality: a 64-bit hash (a false match needs a collision between two of a
+        -- trace's names, about n^2 / 2^65 for n names), which costs no join on the strings
+        hash(tree_nodes.name) as name_key,
         tree_nodes.kind = 'op' as is_operator,
         tree_nodes.kind = 'op' and not starts_with(tree_nodes.name, 'ProfilerStep#') as is_plain_operator,
         tree_nodes.tree = 'torch' as torch_tree,
@@ -101,7 +110,6 @@ nodes as materialized (
         coalesce(launched.kernel_count, 0) as kernel_count
     from tree_nodes
     join threads using (tree, trace_id, thread_key)
-    join names using (name)
     left join launched
         on launched.trace_id = tree_nodes.trace_id
         and launched.external_id = tree_nodes.external_id
@@ -109,10 +117,9 @@ nodes as materialized (
 
 thread_stretches as (
     select
-        thread_no, trace_id, stretch, any_value(stretch_ns) as stretch_ns, count(*) as ranges,
-        max(ts_ns + dur_ns) filter (where dur_ns > 0) as max_end_ns
+        thread_no, trace_id, stretch_ns, count(*) as ranges, max(ts_ns + dur_ns) filter (where dur_ns > 0) as max_end_ns
     from nodes
-    group by thread_no, trace_id, stretch
+    group by thread_no, trace_id, stretch_ns
 ),
 
 -- A stretch starts a piece of its thread unless a range of the thread that started before it ends after its start.
@@ -122,25 +129,25 @@ stretch_cuts as (
         coalesce(max(max_end_ns) over earlier > stretch_ns, false) as runs_on,
         coalesce(sum(ranges) over earlier, 0) as ranges_before
     from thread_stretches
-    window earlier as (partition by thread_no order by stretch rows between unbounded preceding and 1 preceding)
+    window earlier as (partition by thread_no order by stretch_ns rows between unbounded preceding and 1 preceding)
 ),
 
 stretch_pieces as (
     select
-        thread_no, trace_id, stretch, ranges_before,
-        max(if(runs_on, null, stretch)) over (partition by thread_no order by stretch rows unbounded preceding)
-            as first_stretch
+        thread_no, trace_id, stretch_ns, ranges_before,
+        max(if(runs_on, null, stretch_ns)) over (partition by thread_no order by stretch_ns rows unbounded preceding)
+            as piece_ns
     from stretch_cuts
 ),
 
+-- Per stretch of a thread: its piece, numbered in time order, trace by trace, and the thread's ranges before it.
 pieces as (
     select
         thread_no,
-        first_stretch,
-        min(ranges_before) as pos_offset,
-        row_number() over (order by any_value(trace_id), first_stretch, thread_no) as piece
+        stretch_ns,
+        dense_rank() over (order by trace_id, piece_ns, thread_no) as piece,
+        min(ranges_before) over (partition by thread_no, piece_ns) as pos_offset
     from stretch_pieces
-    group by thread_no, first_stretch
 )
 
 select
@@ -153,7 +160,7 @@ select
     nodes.event_idx,
     nodes.ts_ns,
     nodes.dur_ns,
-    nodes.name_no,
+    nodes.name_key,
     nodes.is_operator,
     nodes.is_plain_operator,
     nodes.torch_tree,
@@ -161,5 +168,4 @@ select
     nodes.kernel_count,
     nodes.step
 from nodes
-join stretch_pieces using (thread_no, stretch)
-join pieces using (thread_no, first_stretch)
+join pieces using (thread_no, stretch_ns)

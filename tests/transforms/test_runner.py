@@ -65,7 +65,7 @@ def test_models_calling_functions_start_one_at_a_time() -> None:
 def test_the_shipped_models_calling_functions_are_found() -> None:
     models = discover_models()
     assert {name for name, model in models.items() if calls_functions(model)} == {
-        "int_op_tree_links", "int_tb_step_segments", "critical_path"}
+        "int_op_nodes", "int_tb_step_segments", "critical_path"}
 
 
 def test_a_failing_model_is_named_and_stops_the_one_beside_it(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ _PIECES = {
     "intermediate/int_parts.sql": "select range // 1000 + 1 as piece, range as n from range(100000)",
     "marts/piece_trees.sql": (
         "-- grain: piece\n-- pieces: int_parts\n-- piece_name: 'part ' || any_value(piece)\n"
-        "select piece, len(op_tree(list({'event_idx': n, 'ts_ns': n, 'dur_ns': 1, 'name_no': 1, "
+        "select piece, len(op_tree(list({'event_idx': n, 'ts_ns': n, 'dur_ns': 1, 'name_key': 1::ubigint, "
         "'is_operator': true, 'is_plain_operator': true, 'torch_tree': true, 'device_ns': 0, 'kernel_count': 0}))) "
         "as ranges\nfrom int_parts\n"
         "where piece between coalesce(getvariable('first_piece'), 0)\n"
