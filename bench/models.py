@@ -28,6 +28,8 @@ from transforms import runner  # noqa: E402
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _CREATE = runner._create
+_PACK = runner.pack_pieces
+_CURRENT = threading.local()
 
 
 def rss_mb() -> float:
@@ -41,6 +43,8 @@ class ModelTime:
     cpu_s: float = 0.0
     peak_rss_mb: float = 0.0
     attempts: int = 0
+    batches: str = ""
+    """For a model built in pieces: its batches and the rows a batch may hold."""
 
 
 @dataclass
@@ -69,14 +73,22 @@ def instrument(profile: Profile) -> None:
     """Wrap :func:`transforms.runner._create` to time each model."""
     create = _CREATE
 
-    def timed(con, model):  # type: ignore[no-untyped-def]
+    def packed(pieces, rows, max_rows):  # type: ignore[no-untyped-def]
+        batches = _PACK(pieces, rows, max_rows)
+        profile.models[_CURRENT.model].batches = f"{len(batches)} x <= {max_rows:,} rows ({int(rows.sum()):,})"
+        return batches
+
+    runner.pack_pieces = packed
+
+    def timed(con, model, *args):  # type: ignore[no-untyped-def]
+        _CURRENT.model = model.name
         with profile.lock:
             entry = profile.models.setdefault(model.name, ModelTime(model.name))
             entry.attempts += 1
             profile.running.add(model.name)
         wall, cpu = time.perf_counter(), time.thread_time()
         try:
-            return create(con, model)
+            return create(con, model, *args)
         finally:
             with profile.lock:
                 entry.wall_s += time.perf_counter() - wall
@@ -145,8 +157,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {name}: wall {wall:.1f} s, CPU {cpu_s:.1f} s, peak RSS {peak:.0f} MB")
         print(f"{'model':32} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} builds")
         for m in sorted(profile.models.values(), key=lambda m: -m.cpu_s)[: args.top]:
-            print(f"{m.name:32} {m.wall_s:8.2f} {m.cpu_s:8.2f} {m.peak_rss_mb:8.0f} {m.attempts}")
-        runner._create = _CREATE
+            print(f"{m.name:32} {m.wall_s:8.2f} {m.cpu_s:8.2f} {m.peak_rss_mb:8.0f} {m.attempts} {m.batches}")
+        runner._create, runner.pack_pieces = _CREATE, _PACK
         ingest.stage_traces, ingest.build_tables, ingest.commit_run = steps.values()
 
 

@@ -33,12 +33,14 @@ op_nodes as (
 comm_reach as (
     select
         *,
-        max(if(is_comm, last_pos, null)) over (thread_order rows between unbounded preceding and current row)
-            as comm_last_pos,
-        min(if(is_comm, pos, null)) over (thread_order rows between 1 following and unbounded following)
-            as next_comm_pos
+        max(if(is_comm, last_pos, null)) over (
+            partition by trace_id, thread_no order by pos rows between unbounded preceding and current row
+        ) as comm_last_pos,
+        -- a running min in reverse order: DuckDB takes a pass per row over a frame that runs to the partition's end
+        min(if(is_comm, pos, null)) over (
+            partition by trace_id, thread_no order by pos desc rows between unbounded preceding and 1 preceding
+        ) as next_comm_pos
     from op_nodes
-    window thread_order as (partition by trace_id, thread_no order by pos)
 ),
 
 host_compute as (
