@@ -23,8 +23,10 @@ from tracelake.workloads import (
     ATTRIBUTION_RUN_ID,
     CPU_RUN_ID,
     GLOO_RUN_ID,
+    PIPELINE_RUN_ID,
     profile_attribution,
     profile_gloo_job,
+    profile_pipeline_job,
     profile_single_process,
 )
 
@@ -97,6 +99,13 @@ def attribution_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding run ``cpu_vit/``: TinyViT training with stacks, modules, shapes and FLOPs recorded."""
     root = tmp_path_factory.mktemp("attribution_traces")
     return _make_run(root, ATTRIBUTION_RUN_ID, profile_attribution, ranks=1)
+
+
+@pytest.fixture(scope="session")
+def pipeline_traces_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding run ``gloo_pipeline/``: a 2-stage GPipe pipeline over gloo, 2 micro-batches a step."""
+    root = tmp_path_factory.mktemp("pipeline_traces")
+    return _make_run(root, PIPELINE_RUN_ID, lambda url: profile_pipeline_job(url, microbatches=2, steps=2), ranks=2)
 
 
 @pytest.fixture(scope="session")

@@ -56,15 +56,8 @@ def store_fleet_views(con: duckdb.DuckDBPyConnection, alias: str, views: dict[st
     """Create or replace, in the catalog of the lake a writer ``con`` attached as ``alias``, each fleet view that is
     missing or changed; returns the names stored. A view that cannot be stored now (its tables are not in the lake yet, or a
     writer beside this one stored it first) is left to a later writer: it never fails the attach."""
-    stored = []
-    for name, sql in changed_views(con, alias, views or fleet_view_sql()).items():
-        try:
-            con.execute(f"create or replace view {alias}.{SCHEMA}.{name} as {sql}")
-        except duckdb.Error as exc:
-            log.debug("fleet view %s not stored now: %s", name, exc)
-            continue
-        stored.append(name)
-    return stored
+    changed = changed_views(con, alias, views or fleet_view_sql())
+    return _create_each(con, changed, f"create or replace view {alias}.{SCHEMA}.", duckdb.Error, "not stored now")
 
 
 def read_current_fleet_views(
@@ -73,12 +66,21 @@ def read_current_fleet_views(
     """On a connection reading the lake attached as ``alias`` with the search path over its layers
     (:func:`pipelines.lake.read.read_lake`), make a temporary view of each fleet view that the catalog lacks or holds with older SQL, so that the bare names read
     the current definitions; returns their names. One whose tables are not in the lake is left out."""
+    changed = changed_views(con, alias, views or fleet_view_sql())
+    return _create_each(con, changed, "create or replace temp view ", duckdb.CatalogException,
+                        "not readable in this lake")
+
+
+def _create_each(con: duckdb.DuckDBPyConnection, views: dict[str, str], create: str,
+                 skipped: type[duckdb.Error], why: str) -> list[str]:
+    """``create`` (a statement's start, the view's name follows) each of ``views``; returns the names made. One that
+    raises ``skipped`` is logged with ``why`` and left out."""
     made = []
-    for name, sql in changed_views(con, alias, views or fleet_view_sql()).items():
+    for name, sql in views.items():
         try:
-            con.execute(f"create or replace temp view {name} as {sql}")
-        except duckdb.CatalogException as exc:
-            log.debug("fleet view %s not readable in this lake: %s", name, exc)
+            con.execute(f"{create}{name} as {sql}")
+        except skipped as exc:
+            log.debug("fleet view %s %s: %s", name, why, exc)
             continue
         made.append(name)
     return made

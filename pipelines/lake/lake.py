@@ -310,8 +310,11 @@ class Lake:
             config["memory_limit"] = memory_limit
 
         con = extension_connection(extensions + (() if self.local else ("httpfs",)), config, for_users=for_users)
-        if not for_users:  # DuckDB draws it on stdout for a statement past 2 s: amid a command's output (an attach
-            con.execute("set enable_progress_bar = false")  # waiting for a lock, a long catalog read)
+        # DuckDB draws it on stdout for a statement past 2 s: amid a command's output (an attach waiting for a lock, a
+        # long catalog read). In Jupyter without ipywidgets DuckDB refuses the setting: it draws no bar there.
+        if not for_users:
+            with contextlib.suppress(duckdb.InvalidInputException):
+                con.execute("set enable_progress_bar = false")
         if not self.local:
             con.execute(f"set http_timeout = {http_timeout_s()}")  # an endpoint that never answers fails, not hangs
             con.execute("set http_retries = 1")

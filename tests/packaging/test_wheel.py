@@ -15,7 +15,7 @@ import tracelake
 from tests.support.installed import InstalledVenv, dockerfile_extras, install_wheel
 from tests.support.servers import ROOT
 from tracelake.ingest import ingest
-from tracelake.workloads import ATTRIBUTION_RUN_ID, CPU_RUN_ID, GLOO_RUN_ID
+from tracelake.workloads import ATTRIBUTION_RUN_ID, CPU_RUN_ID, GLOO_RUN_ID, PIPELINE_RUN_ID
 from transforms.models import discover_models
 
 # Checkout folder → where the wheel puts it (pyproject.toml [tool.setuptools] package-dir).
@@ -68,15 +68,15 @@ def test_the_installed_package_finds_its_models_outside_the_checkout(
 @pytest.mark.slow
 def test_the_installed_package_ingests_like_the_checkout(
     installed: InstalledVenv, tmp_path: Path, shared_traces: Path, cpu_traces_dir: Path, gloo_traces_dir: Path,
-    attribution_traces_dir: Path,
+    attribution_traces_dir: Path, pipeline_traces_dir: Path,
 ) -> None:
     # Real NCCL and ResNet GPU traces (collectives, kernel sequences), torch CPU traces (memory events; a slow gloo
-    # rank; stacks, modules, shapes): every analysis table gets rows.
+    # rank; stacks, modules, shapes; a 2-stage pipeline): every analysis table gets rows.
     source = tmp_path / "traces"
     for run in ("nccl_rank0_of_2", "simple_add"):
         shutil.copytree(shared_traces / run, source / run)
     for made, run in ((cpu_traces_dir, CPU_RUN_ID), (gloo_traces_dir, GLOO_RUN_ID),
-                      (attribution_traces_dir, ATTRIBUTION_RUN_ID)):
+                      (attribution_traces_dir, ATTRIBUTION_RUN_ID), (pipeline_traces_dir, PIPELINE_RUN_ID)):
         shutil.copytree(made / run, source / run)
     done = subprocess.run([installed.bin("tracelake"), "ingest", str(source), "--lake", str(tmp_path / "lake")],
                           cwd=tmp_path, env=installed.env(), capture_output=True, text=True, timeout=600)

@@ -7,9 +7,12 @@ import socket
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from tests.support.s3 import S3Server
 
 
 @pytest.fixture
@@ -41,15 +44,19 @@ def silent_endpoint() -> Iterator[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["sql", "ingest"])
-def test_a_silent_endpoint_times_out_with_one_clear_line(silent_endpoint, tmp_path, command) -> None:
+def test_a_silent_endpoint_times_out_with_one_clear_line(silent_endpoint, moto_s3: S3Server, tmp_path,
+                                                         command) -> None:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": silent_endpoint,
            "TRACELAKE_HTTP_TIMEOUT_S": "2", "TRACELAKE_CATALOG": str(tmp_path / "catalog.sqlite")}
     args = (["sql", "select count(*) from kernels", "--lake", str(tmp_path / "lake")] if command == "sql"
             else ["ingest", "s3://silent/traces", "--lake", str(tmp_path / "lake")])
     if command == "sql":  # a lake whose data is on the silent store: the catalog answers, the data never does
-        args[3] = "s3://silent/lake"
-        subprocess.run([sys.executable, "-c", "from pipelines.lake.lake import Lake; Lake('s3://silent/lake').connect()"],
-                       env=env, check=True, timeout=120)
+        bucket = f"silent-{uuid.uuid4().hex[:12]}"
+        args[3] = f"s3://{bucket}/lake"
+        # The catalog is made while the store answers (a new catalog first checks that no data files are there).
+        moto_s3.make_bucket(bucket)
+        subprocess.run([sys.executable, "-c", f"from pipelines.lake.lake import Lake; Lake({args[3]!r}).connect()"],
+                       env=env | moto_s3.env(), check=True, timeout=120)
     done = subprocess.run([sys.executable, "-m", "tracelake.cli", *args], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import pickle
 import shutil
 import subprocess
@@ -23,10 +22,11 @@ from pipelines.identity import trace_id_for
 from pipelines.lake.lake import Lake
 from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
+from tests.conftest import SHARED_TRACES
 from transforms.composition.ingest import IngestSettings, ingest_run
 from transforms.composition.steps import BuildSettings
 
-SHARED = Path(os.environ.get("TRACELAKE_SHARED_TRACES", "/work/shared/traces"))
+SHARED = SHARED_TRACES
 REFERENCE_SCRIPT = Path(__file__).with_name("tb_reference.py")
 TB_MARTS = {
     "step_breakdown",
@@ -135,13 +135,25 @@ def tb_shared(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 
 def _traces(built: Built):
-    """(run_id, trace_id, tb_plugin figures) of every file tb_plugin could parse."""
+    """(run_id, trace_id, tb_plugin figures) of every file tb_plugin could parse and the analysis tables hold (not a
+    second trace of a rank: :func:`test_only_one_trace_of_a_rank_is_analysed`)."""
     for run_id, paths in built.runs.items():
         for path in paths:
             figures = built.reference["files"][str(path)]
             if "error" in figures or figures["steps"][0][1][0] == sys.maxsize:
                 continue  # tb_plugin failed, or had no host event and kept its sentinel step (see below)
-            yield run_id, trace_id_for(path.name), path, figures
+            (trace,) = built.rows("traces", run_id=run_id, trace_id=trace_id_for(path.name))
+            if trace["in_analysis"]:
+                yield run_id, trace_id_for(path.name), path, figures
+
+
+def test_only_one_trace_of_a_rank_is_analysed(tb_shared: Built) -> None:
+    # Deliberate difference: tb_plugin reads each file alone. edge_cases holds three copies of one trace claiming
+    # rank 0 and two of rank 1 over overlapping windows; a run counts each rank once, so only the trace of a rank
+    # with the most events (ties: the first by name) reaches the analysis tables.
+    left_out = {(t["run_id"], t["trace_id"]) for t in tb_shared.rows("traces") if not t["in_analysis"]}
+    assert left_out == {("edge_cases", "rank_non_gpu"), ("edge_cases", "rank_not_found"), ("edge_cases", "tiny_base")}
+    assert not [r for r in tb_shared.rows("step_breakdown") if (r["run_id"], r["trace_id"]) in left_out]
 
 
 # ---------------------------------------------------------------------------------------------------------------

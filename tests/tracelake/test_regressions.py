@@ -177,9 +177,11 @@ def test_the_views_live_in_the_catalog_for_any_client(job):
     _, lake = job
     with open_lake(str(lake)) as con:
         regressed = con.execute("select run_id, metric from run_regressions where is_regression").fetchall()
-    # A DuckDB of one's own, the lake attached under another name, no tracelake code: the views read as tables.
+    # A DuckDB of one's own, the lake attached under another name as the README says, no tracelake code: the views
+    # read as tables.
     with duckdb.connect() as con:
-        con.execute(f"attach 'ducklake:sqlite:{lake / 'catalog.sqlite'}' as fleet (read_only)")
+        con.execute(f"attach 'ducklake:sqlite:{lake / 'catalog.sqlite'}' as fleet "
+                    f"(read_only, data_path '{lake}/', override_data_path true)")
         assert con.execute("select count(*) from fleet.marts.run_regressions").fetchall() == [(4 * 6,)]
         assert con.execute("select run_id, metric from fleet.marts.run_regressions where is_regression"
                            ).fetchall() == regressed
