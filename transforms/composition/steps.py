@@ -144,8 +144,9 @@ def build_tables(
 ) -> BuiltTables:
     """Build the analysis tables (``select``, default all) over the run's staged raw tables and stage them.
 
-    A model that cannot be built (out of memory beyond its retry, a bug) makes the result a failure
-    (:attr:`BuiltTables.failure`) that :func:`commit_run` records with the raw tables, instead of losing the run."""
+    A model that cannot be built (out of memory, a piece too large for the memory limit, a bug) makes the result a
+    failure (:attr:`BuiltTables.failure`) that :func:`commit_run` records with the raw tables, instead of losing the
+    run."""
     run_id = staged.run.run_id
     settings = settings or BuildSettings()
     with scratch_dir("marts") as tmp, _connection(lake, settings, str(tmp / "spill"), catalog=False) as con:
