@@ -50,6 +50,11 @@ from pipelines.tables import (
 log = logging.getLogger(__name__)
 
 
+# What a parse holds outside DuckDB's buffer per chunk in flight, in chunks: the bytes as cut, the file they are
+# written to as the page cache holds it, and the reader's copy while DuckDB decodes it.
+CHUNK_HOLD_FACTOR = 3
+
+
 @dataclass(frozen=True)
 class ParseSettings:
     """Resource bounds for parsing one trace."""
@@ -61,6 +66,10 @@ class ParseSettings:
     # the keys before and after the events are read up to this size. DuckDB's JSON reader allocates
     # about twice this per chunk it decodes.
     max_event_bytes: int = MAX_EVENT_BYTES
+
+    def held_outside_buffer(self) -> int:
+        """The bytes the parse holds outside DuckDB's buffer: its chunks in flight, one per thread."""
+        return self.threads * self.chunk_bytes * CHUNK_HOLD_FACTOR
 
 
 @dataclass

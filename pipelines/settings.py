@@ -53,8 +53,9 @@ STORAGE_OPTIONS = Variable("TRACELAKE_STORAGE_OPTIONS", None,
 HTTP_TIMEOUT_S = Variable("TRACELAKE_HTTP_TIMEOUT_S", "30", "connect and read timeout of object-store requests, s")
 RETENTION = Variable("TRACELAKE_RETENTION", "0 seconds",
                      "how long replaced versions stay readable (a DuckDB interval; none by default)")
-MEMORY_LIMIT = Variable("TRACELAKE_MEMORY_LIMIT", "400MB",
-                        "DuckDB's buffer for building a run's analysis tables (they spill to disk beyond it)")
+MEMORY_LIMIT = Variable("TRACELAKE_MEMORY_LIMIT", "1.5GB",
+                        "peak memory of ingesting one run, whatever its traces' size: the parse, the analysis tables "
+                        "and the commit share it, and spill to disk beyond it (pipelines/memory.py)")
 SQL_MEMORY_LIMIT = Variable("TRACELAKE_SQL_MEMORY_LIMIT", "4GB", "memory bound of one `tracelake sql` query")
 SQL_TIME_LIMIT_S = Variable("TRACELAKE_SQL_TIME_LIMIT_S", "600", "time bound of one `tracelake sql` query, s")
 SENSOR_INTERVAL_S = Variable("TRACELAKE_SENSOR_INTERVAL_S", "30", "seconds between the sensor's looks at SOURCE")

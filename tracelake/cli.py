@@ -44,8 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a worker process "
                         "(default 1); for many small traces, the number of cores")
     ingest.add_argument("--memory-limit", default=None, metavar="SIZE",
-                        help="DuckDB's buffer for building each run's analysis tables, e.g. 400MB or 2GB; they spill "
-                        f"to disk beyond it (default: {MEMORY_LIMIT.name}, else {MEMORY_LIMIT.default})")
+                        help="peak memory of ingesting each run, e.g. 1GB or 4GB, whatever its traces' size: the "
+                        "parse, the analysis tables and the commit share it and spill to disk beyond it; a step of a "
+                        "trace too large for it is an error that names the step (with --jobs, each job holds this "
+                        f"much; default: {MEMORY_LIMIT.name}, else {MEMORY_LIMIT.default})")
     ingest.add_argument("--no-record", dest="record", action="store_false",
                         help="do not record the runs for the Dagster instance that tracelake ui shows")
     _lake_options(ingest, lake_required=True)

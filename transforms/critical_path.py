@@ -19,6 +19,9 @@ from transforms.sql_functions import replace_function, single_array
 # Category codes of the mart's bound_by, in this order (the mart's `categories` CTE names them).
 CATEGORY_COUNT = 5
 FUNCTION = "critical_path_split"
+# The memory a call holds per row of its input, at its peak (DuckDB's lists, their Arrow and numpy copies, the
+# working arrays and the result): the runner hands a call as many rows as the functions' memory allows.
+BYTES_PER_ROW = 400
 
 
 def _segmented_cummax(values: np.ndarray, segment_id: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ FLEET_LAYER = "fleet"
 """Views over every run (``sql/fleet/``): stored in the lake's catalog (:mod:`pipelines.lake.fleet_views`), never built
 per run; they read the marts of every run."""
 _PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": "", FLEET_LAYER: ""}
-_HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized)\s*:\s*(.+)$")
+_HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized|pieces|piece_name)\s*:\s*(.+)$")
 _COLUMN_LINE = re.compile(r"^--\s*column:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$")
 # Intermediates are read by several models each, so they are computed once as tables by default.
 _DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table", FLEET_LAYER: "view"}
@@ -42,6 +42,11 @@ class SqlModel:
     materialized: str
     columns: dict[str, str] = field(default_factory=dict)
     """``-- column: NAME: meaning`` lines: what a column holds where its name does not say it."""
+    pieces: str = ""
+    """``-- pieces: TABLE``: the model is built a batch of TABLE's pieces (its ``piece`` column) at a time, reading
+    those from ``getvariable('first_piece')`` to ``getvariable('last_piece')`` (see :mod:`transforms.runner`)."""
+    piece_name: str = ""
+    """``-- piece_name: EXPR``: what a piece is, for errors: an aggregate over one piece's rows of the pieces table."""
 
 
 def default_sql_root() -> Path:
@@ -107,8 +112,10 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
         raise ValueError(f"{path}: SQL does not parse: {tree.get('error_message')}")
     deps = table_references(tree)
     description_text = " ".join(d for d in description if d)
+    if keys.get("pieces") and (materialized != "table" or keys["pieces"] not in deps):
+        raise ValueError(f"{path}: a model built in pieces is a table that reads its pieces table")
     return SqlModel(name, layer, path, sql, description_text, grain, keys.get("source", ""), deps, materialized,
-                    columns)
+                    columns, keys.get("pieces", ""), keys.get("piece_name", ""))
 
 
 def _model_files(root: Path, layers: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:

@@ -1,5 +1,6 @@
 """The host op trees with each node's figures, as the DuckDB function ``op_tree`` that
-``sql/intermediate/int_op_nodes.sql`` calls once per thread with the thread's ranges as a list.
+``sql/intermediate/int_op_nodes.sql`` calls once per piece of a thread (``int_op_tree_ranges``: its ranges
+between two steps that no range crosses) with the piece's ranges as a list.
 
 In SQL the links took five window passes over the ranges and their start and end edges, each sorting every row
 again, and the subtree sums a window framed per row: 2.3 s of the 6.4 s of CPU the models of a 234 MB trace took,
@@ -33,9 +34,12 @@ import pyarrow.compute as pc
 from transforms.sql_functions import replace_function, single_array
 
 FUNCTION = "op_tree"
+# The memory a call holds per row of its input, at its peak (DuckDB's lists, their Arrow and numpy copies, the
+# working arrays and the result): the runner hands a call as many rows as the functions' memory allows.
+BYTES_PER_ROW = 400
 # The fields of each range handed in (SQL struct order), and of each linked range handed back.
 RANGE = (
-    "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, name_no INTEGER, is_operator BOOLEAN, "
+    "STRUCT(event_idx BIGINT, ts_ns BIGINT, dur_ns BIGINT, name_key UBIGINT, is_operator BOOLEAN, "
     "is_plain_operator BOOLEAN, torch_tree BOOLEAN, device_ns BIGINT, kernel_count BIGINT)"
 )
 LINKED = pa.struct([
@@ -135,15 +139,15 @@ def _merges_and_children(
 
     has_parent = parent >= 0
     child, of = np.flatnonzero(has_parent), parent[has_parent]
-    name_no, torch_tree = ordered("name_no"), ordered("torch_tree")
+    name_key, torch_tree = ordered("name_key"), ordered("torch_tree")
     is_operator, is_plain_operator = ordered("is_operator"), ordered("is_plain_operator")
     merged = np.zeros(len(order), dtype=bool)
     merged[child] = (
         only_child[child]
-        & (name_no[of] == name_no[child])
+        & (name_key[of] == name_key[child])
         & (torch_tree[child] | (is_plain_operator[child] & is_operator[of]))
     )
-    del name_no, torch_tree, is_operator, is_plain_operator
+    del name_key, torch_tree, is_operator, is_plain_operator
     ts, end, _, end_missing = _times(rows)
     ts, end, end_missing = ts[order], end[order], end_missing[order]
     # A parent has length, so its end is known; a child without an end counts up to its parent's.

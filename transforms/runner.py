@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
-from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.rows import one, sql_path
@@ -22,27 +19,54 @@ from transforms.graph import chain_lengths, readers, run_order
 from transforms.models import SqlModel, default_sql_root, discover_models
 from transforms.sql_functions import release_freed_memory
 
-log = logging.getLogger(__name__)
-
 PREVIEW_ROWS = 10
-# DuckDB's buffer for the models; beyond it they spill to disk. On a 234 MB trace 400 MB instead of 600 MB takes
-# the models' peak RSS from 810-875 MB to 690-715 MB above the process's, for 3 % more time (5 rounds each).
-MARTS_MEMORY_LIMIT = "400MB"
-# A model that runs out of that buffer is built again with this many times it. The models that call Python
-# functions hand each call whole threads, steps or slabs of time, held in memory, not spilled: on a 2 GB trace
-# (8.3 million events) int_op_nodes needs ~2.4 GB and int_tb_step_segments ~1.5 GB.
-OUT_OF_MEMORY_RETRY_FACTOR = 6
 # Models built at once (at most one per thread of the connection), each on a cursor of its own with its share of
 # the threads. DuckDB keeps two threads busy on only some models (a window over a few partitions runs on one): on 2
 # cores, two models of one thread each built the models of a 234 MB trace in 3.5 s, one of two threads at a time 4.3 s.
 MODEL_WORKERS = 2
 # The Python functions models call. DuckDB holds the lists it hands one in memory (an aggregate's lists are not
-# spilled), so models calling them run one at a time: on a 700 MB trace int_op_nodes and int_tb_step_segments ran
-# out of the buffer side by side and were built again with 6x it (peak RSS 2.15 GB); one at a time both fit
-# (1.18 GB), and the 234 MB trace's models take the same time.
-_FUNCTION_MODULES = (critical_path, op_tree, step_segments)
-FUNCTIONS = tuple(module.FUNCTION for module in _FUNCTION_MODULES)
-_FUNCTION_CALL = re.compile(rf"\b(?:{'|'.join(FUNCTIONS)})\s*\(", re.IGNORECASE)
+# spilled), and hands a call every list of a chunk at once: a model calling one is built a batch of pieces at a time
+# (its `-- pieces:` table), each batch as large as the functions' share of the memory allows, and models calling
+# them run one at a time, so that their working sets never add up.
+_FUNCTION_MODULES = {module.FUNCTION: module for module in (critical_path, op_tree, step_segments)}
+FUNCTIONS = tuple(_FUNCTION_MODULES)
+_FUNCTION_CALL = re.compile(rf"\b({'|'.join(FUNCTIONS)})\s*\(", re.IGNORECASE)
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+@dataclass(frozen=True)
+class FunctionMemory:
+    """What one call of the Python functions may hold (DuckDB's lists of its pieces, their Arrow and numpy copies, the
+    working set and the result), and the setting it comes from, which errors name."""
+
+    bytes: int = 256 << 20
+    setting: str = "the default"
+
+
+class PieceTooLarge(ValueError):
+    """A piece of a model's input holds more rows than one call may."""
+
+    def __init__(self, piece: int, rows: int, max_rows: int) -> None:
+        super().__init__(f"piece {piece} holds {rows:,} rows, more than {max_rows:,}")
+        self.piece, self.rows, self.max_rows = piece, rows, max_rows
+
+
+def pack_pieces(pieces: np.ndarray, rows: np.ndarray, max_rows: int) -> list[tuple[int, int]]:
+    """Consecutive ``pieces`` (ascending, each with its ``rows``) packed into batches of at most ``max_rows`` rows,
+    as (first piece, last piece); raises :class:`PieceTooLarge` for a piece that alone holds more."""
+    if len(rows) and int(rows.max()) > max_rows:
+        at = int(np.argmax(rows > max_rows))
+        raise PieceTooLarge(int(pieces[at]), int(rows[at]), max_rows)
+    batches: list[tuple[int, int]] = []
+    first, held = 0, 0
+    for at, count in enumerate(rows.tolist()):
+        if held + count > max_rows:
+            batches.append((int(pieces[first]), int(pieces[at - 1])))
+            first, held = at, 0
+        held += count
+    if len(rows):
+        batches.append((int(pieces[first]), int(pieces[-1])))
+    return batches
 
 
 @dataclass(frozen=True)
@@ -95,13 +119,18 @@ def _leave_out_excluded_traces(con: duckdb.DuckDBPyConnection) -> None:
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:
     """Make the Python functions that models call (numpy where SQL windows cost more) callable in ``con``."""
-    for module in _FUNCTION_MODULES:
+    for module in _FUNCTION_MODULES.values():
         module.register_functions(con)
+
+
+def called_functions(model: SqlModel) -> set[str]:
+    """The :data:`FUNCTIONS` that ``model``'s SQL calls (its comments aside)."""
+    return {name.lower() for name in _FUNCTION_CALL.findall(_COMMENT.sub("", model.sql))}
 
 
 def calls_functions(model: SqlModel) -> bool:
     """Whether ``model``'s SQL calls one of :data:`FUNCTIONS`."""
-    return _FUNCTION_CALL.search(model.sql) is not None
+    return bool(called_functions(model))
 
 
 def models_to_start(ready: list[str], free: int, running: set[str], calling: set[str]) -> list[str]:
@@ -120,77 +149,55 @@ def models_to_start(ready: list[str], free: int, running: set[str], calling: set
     return started
 
 
-def _create(con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
-    """Build ``model``; raises RuntimeError naming its file, or DuckDB's OutOfMemoryException as it is."""
+def _create(con: duckdb.DuckDBPyConnection, model: SqlModel, memory: FunctionMemory) -> None:
+    """Build ``model`` (in batches of its pieces where it has them); raises RuntimeError naming its file."""
     try:
-        con.execute(f"create or replace {model.materialized} {model.name} as {model.sql}").fetchall()
+        if model.pieces:
+            _create_in_pieces(con, model, memory)
+        else:
+            con.execute(f"create or replace {model.materialized} {model.name} as {model.sql}").fetchall()
         if model.layer == "marts":
             _narrow_hugeints(con, model.name)
-    except duckdb.OutOfMemoryException:
-        raise
+    except duckdb.OutOfMemoryException as exc:
+        (limit,) = one(con.execute("select current_setting('memory_limit')"))
+        raise RuntimeError(f"{model.path}: out of memory within the analysis tables' buffer of {limit} "
+                           f"({memory.setting}): {exc}") from exc
     except duckdb.Error as exc:
         raise RuntimeError(f"{model.path}: {exc}") from exc
 
 
-class _MemoryBudget:
-    """The database's memory limit, raised :data:`OUT_OF_MEMORY_RETRY_FACTOR` times while any model that ran out of
-    it builds again (on any worker), and set back once none does and the memory in use fits under it again."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self._cursor = con.cursor()  # its own: the setting is the database's, the workers' cursors are busy
-        # As DuckDB shows it ("572.2 MiB"), so set back to within a tenth of its unit.
-        self._limit, raised_bytes = one(self._cursor.execute(
-            "select current_setting('memory_limit'), parse_formatted_bytes(current_setting('memory_limit')) * $factor",
-            {"factor": OUT_OF_MEMORY_RETRY_FACTOR},
-        ))
-        self._raised_limit = f"{raised_bytes >> 20}MiB"
-        self._lock = threading.Lock()
-        self._retrying = 0
-        self._is_raised = False
-
-    @contextmanager
-    def raised(self) -> Iterator[str]:
-        """The raised limit, in force at least until the last model retrying under it leaves."""
-        with self._lock:
-            if not self._is_raised:
-                self._cursor.execute(f"set memory_limit = '{self._raised_limit}'").fetchall()
-                self._is_raised = True
-            self._retrying += 1
-        try:
-            yield self._raised_limit
-        finally:
-            with self._lock:
-                self._retrying -= 1
-            self.settle()
-
-    def settle(self) -> None:
-        """Set the limit back if no model retries under the raised one. DuckDB refuses while the memory in use
-        (tables built under the raised limit, models running beside) is over it: the limit then stays raised until
-        a later call (after each model) finds it fits."""
-        with self._lock:
-            if not self._is_raised or self._retrying:
-                return
-            try:
-                self._cursor.execute(f"set memory_limit = '{self._limit}'").fetchall()
-            except duckdb.OutOfMemoryException:
-                return
-            self._is_raised = False
-
-    def close(self) -> None:
-        self._cursor.close()
+def function_rows(memory: FunctionMemory) -> dict[str, int]:
+    """Per function, the input rows one call may hold within ``memory``. The models read it as the variable
+    ``<function>_rows`` (a model preparing a function's pieces sizes them by it)."""
+    return {name: max(1, memory.bytes // module.BYTES_PER_ROW) for name, module in _FUNCTION_MODULES.items()}
 
 
-def _create_within(budget: _MemoryBudget, con: duckdb.DuckDBPyConnection, model: SqlModel) -> None:
-    """Build ``model``, once more with a raised budget if it runs out of memory; raises RuntimeError naming its file."""
+def max_piece_rows(model: SqlModel, memory: FunctionMemory) -> int:
+    """The rows one batch of ``model``'s pieces may hold: what the most demanding function it calls allows."""
+    rows = function_rows(memory)
+    return min(rows[name] for name in called_functions(model))
+
+
+def _create_in_pieces(con: duckdb.DuckDBPyConnection, model: SqlModel, memory: FunctionMemory) -> None:
+    """Build ``model`` a batch of the pieces of its ``pieces`` table at a time: its SQL reads the pieces from
+    ``getvariable('first_piece')`` to ``getvariable('last_piece')``."""
+    max_rows = max_piece_rows(model, memory)
+    counts = con.execute(f"select piece, count(*) as n from {model.pieces} group by piece order by piece").fetchnumpy()
     try:
-        _create(con, model)
-    except duckdb.OutOfMemoryException:
-        with budget.raised() as limit:
-            log.warning("%s: out of memory within the models' buffer; building it again with %s", model.path, limit)
-            try:
-                _create(con, model)
-            except duckdb.OutOfMemoryException as exc:
-                raise RuntimeError(f"{model.path}: out of memory with the buffer raised to {limit}: {exc}") from exc
+        batches = pack_pieces(counts["piece"], counts["n"], max_rows)
+    except PieceTooLarge as exc:
+        (name,) = one(con.execute(f"select {model.piece_name or 'piece'} from {model.pieces} where piece = $piece "
+                                  "group by piece", {"piece": exc.piece}))
+        raise RuntimeError(
+            f"{model.path}: {name} holds {exc.rows:,} rows, more than the {max_rows:,} that the memory limit "
+            f"({memory.setting}) lets one call of its Python function hold: raise the limit") from exc
+    statement = f"create or replace table {model.name} as {model.sql}"
+    for first, last in batches or [(0, -1)]:  # no piece: an empty table all the same
+        con.execute("set variable first_piece = $first", {"first": first}).fetchall()
+        con.execute("set variable last_piece = $last", {"last": last}).fetchall()
+        con.execute(statement).fetchall()
+        release_freed_memory()
+        statement = f"insert into {model.name} {model.sql}"
 
 
 def _narrow_hugeints(con: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -225,14 +232,17 @@ def build_marts(
     *,
     select: set[str] | None = None,
     sql_root: Path | None = None,
+    memory: FunctionMemory | None = None,
 ) -> list[MartResult]:
     """Build the selected marts (default: all) as tables of ``con``'s in-memory database, over the raw views of one
     run (:func:`register_run_tables`). Models run up to :data:`MODEL_WORKERS` at a time, the longest chains first, each
     as soon as what it reads is built, at most one of those calling Python functions (:data:`FUNCTIONS`) at a time;
-    an intermediate is dropped once every model reading it has run. The marts stay for the commit. A model that runs
-    out of memory is built again with a larger buffer (:data:`OUT_OF_MEMORY_RETRY_FACTOR`). A failing model raises
+    an intermediate is dropped once every model reading it has run. The marts stay for the commit. A model calling
+    a function is built in batches of its pieces that one call holds within ``memory``; the rest spill beyond the
+    connection's buffer. A failing model (out of memory included, or a piece too large for ``memory``) raises
     RuntimeError naming its file; the models running beside it are interrupted.
     """
+    memory = memory or FunctionMemory()
     root = sql_root or default_sql_root()
     models = discover_models(root)
     order = run_order(models, set(RAW_TABLES), select)
@@ -247,12 +257,13 @@ def build_marts(
     results: dict[str, MartResult] = {}
     (threads,) = one(con.execute("select current_setting('threads')"))
     workers = min(MODEL_WORKERS, threads)
+    for function, rows in function_rows(memory).items():
+        con.execute(f"set variable {function}_rows = {rows}").fetchall()
     cursors = [_worker_cursor(con) for _ in range(workers)]
-    budget = _MemoryBudget(con)
 
     def build(name: str, cursor: duckdb.DuckDBPyConnection) -> None:
         model = models[name]
-        _create_within(budget, cursor, model)
+        _create(cursor, model, memory)
         release_freed_memory()
         if model.layer == "marts" and (select is None or name in select):
             results[name] = _summarize(cursor, model, root)
@@ -281,10 +292,8 @@ def build_marts(
                 for name in [n for n in built if read_by[n] <= done]:  # its memory goes to the models still to run
                     built.discard(name)
                     con.execute(f"drop {models[name].materialized} {name}").fetchall()
-                budget.settle()
     finally:
         for cursor in cursors + [c for _, c in running.values()]:
             cursor.close()
-        budget.close()
         con.execute(f"set threads = {threads}").fetchall()
     return [results[name] for name in order if name in results]

@@ -1,5 +1,6 @@
 """The elementary segments of a slab of time, as the DuckDB function ``tb_segments`` that
-``sql/intermediate/int_tb_step_segments.sql`` calls once per slab with the slab's role boundaries as lists.
+``sql/intermediate/int_tb_step_segments.sql`` calls once per slab of time (``int_tb_step_boundaries``) with the slab's
+role boundaries as lists.
 
 A window over the points of a slab sorts them with seven running sums packed into a HUGEINT; numpy sorts the
 boundaries once and keeps one int64 running count per role.
@@ -15,6 +16,9 @@ import pyarrow.compute as pc
 from transforms.sql_functions import replace_function, single_array
 
 FUNCTION = "tb_segments"
+# The memory a call holds per row of its input, at its peak (DuckDB's lists, their Arrow and numpy copies, the
+# working arrays and the result): the runner hands a call as many rows as the functions' memory allows.
+BYTES_PER_ROW = 400
 NO_STEP = np.iinfo(np.int64).min  # step_start of a boundary that is no step start
 ROLES = 7  # 0 Kernel, 1 Memcpy, 2 Memset, 3 Communication, 4 Runtime, 5 DataLoader, 6 CPU Exec; 7 Other is none
 RESULT = pa.struct([

@@ -150,17 +150,19 @@ phased as (
     select
         instances.*,
         case
-            when bool_or(phase_ranges.phase = 'optimizer') then 'optimizer'
-            when bool_or(phase_ranges.phase = 'backward') then 'backward'
+            when optimizer.end_ns > instances.issue_ns then 'optimizer'
+            when backward.end_ns > instances.issue_ns then 'backward'
             else 'forward'
         end as phase
     from instances
-    left join int_phase_ranges as phase_ranges
-        on phase_ranges.trace_id = instances.trace_id
-        and phase_ranges.tid = instances.issue_tid
-        and instances.issue_ns >= phase_ranges.ts_ns
-        and instances.issue_ns < phase_ranges.end_ns
-    group by all
+    asof left join (select * from int_phase_ranges where phase = 'optimizer') as optimizer
+        on optimizer.trace_id = instances.trace_id
+        and optimizer.tid = instances.issue_tid
+        and optimizer.ts_ns <= instances.issue_ns
+    asof left join (select * from int_phase_ranges where phase = 'backward') as backward
+        on backward.trace_id = instances.trace_id
+        and backward.tid = instances.issue_tid
+        and backward.ts_ns <= instances.issue_ns
 ),
 
 stepped as (

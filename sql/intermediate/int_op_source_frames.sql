@@ -57,13 +57,15 @@ user_frames as (
         )
 ),
 
+-- The innermost user frame of each op's call stack (a window, not arg_min: an aggregate's strings are held in memory
+-- whatever its buffer, and there is one per op).
 from_call_stack as (
     select
         trace_id, event_idx,
-        arg_min({'source_file': source_file, 'source_line': source_line, 'function': function}, position) as frame
+        {'source_file': source_file, 'source_line': source_line, 'function': function} as frame
     from user_frames
     where origin = 'call_stack'
-    group by all
+    qualify row_number() over (partition by trace_id, event_idx order by position) = 1
 ),
 
 -- The innermost user python_function range open at an op's start, per thread, by one sweep over range starts (+1),

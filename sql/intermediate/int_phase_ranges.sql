@@ -7,6 +7,10 @@
 -- A point of a thread is in the optimizer when an optimizer range holds it, else in backward when a backward range
 -- holds it, else in forward. Read by int_comm_instances (the phase a collective was issued in) and step_mfu (forward
 -- work run again under backward).
+-- One row per stretch of a thread in one phase: the phase's ranges of the thread ([ts_ns, end_ns), those of
+-- positive length) merged where they overlap or touch, so that a point lies in a range of the phase exactly when it
+-- lies in the stretch starting last at or before it (an ASOF join, not a join of each point with every range).
+-- grain: trace_id, tid, phase, ts_ns
 -- source: torch.optim.Optimizer.profile_hook_step; torch autograd engine (evaluate_function); torch.distributed.pipelining schedules
 with
 
@@ -35,8 +39,33 @@ autograd_thread_spans as (
     from cpu_ops as ops
     semi join autograd_threads using (trace_id, tid)
     group by ops.trace_id, ops.tid
+),
+
+phase_ranges as (
+    select * from ranges
+    union all
+    select * from autograd_thread_spans
+),
+
+flagged as (
+    select
+        *,
+        coalesce(
+            ts_ns > max(end_ns) over (
+                partition by trace_id, tid, phase order by ts_ns, end_ns
+                rows between unbounded preceding and 1 preceding
+            ),
+            true
+        ) as opens
+    from phase_ranges
+    where end_ns > ts_ns
+),
+
+islands as (
+    select *, sum(opens::int) over (partition by trace_id, tid, phase order by ts_ns, end_ns) as island
+    from flagged
 )
 
-select * from ranges
-union all
-select * from autograd_thread_spans
+select trace_id, tid, min(ts_ns) as ts_ns, max(end_ns) as end_ns, phase
+from islands
+group by trace_id, tid, phase, island

@@ -58,16 +58,24 @@ merged as (
     group by trace_id, step, group_key, phase, on_device, island
 ),
 
+-- The time under computation up to an instant (int_compute_busy's busy_before_ns): at each merged span's end less
+-- at its start.
 hidden as (
     select
         merged.trace_id, merged.step, merged.group_key, merged.phase,
-        sum(least(merged.end_ns, busy.end_ns) - greatest(merged.start_ns, busy.start_ns)) as hidden_ns
+        sum(
+            coalesce(at_end.busy_before_ns + least(merged.end_ns, at_end.end_ns) - at_end.start_ns, 0)
+            - coalesce(at_start.busy_before_ns + least(merged.start_ns, at_start.end_ns) - at_start.start_ns, 0)
+        ) as hidden_ns
     from merged
-    join int_compute_busy as busy
-        on busy.trace_id = merged.trace_id
-        and busy.on_device = merged.on_device
-        and busy.start_ns < merged.end_ns
-        and busy.end_ns > merged.start_ns
+    asof left join int_compute_busy as at_end
+        on at_end.trace_id = merged.trace_id
+        and at_end.on_device = merged.on_device
+        and at_end.start_ns <= merged.end_ns
+    asof left join int_compute_busy as at_start
+        on at_start.trace_id = merged.trace_id
+        and at_start.on_device = merged.on_device
+        and at_start.start_ns <= merged.start_ns
     group by all
 ),
 

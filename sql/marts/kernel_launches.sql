@@ -28,14 +28,14 @@ launches as (
     where name in (select name from int_launch_calls)
 ),
 
-device_work as (
+-- Per launch, its first GPU event (earliest start, then trace order) by number: an aggregate's strings are held in
+-- memory whatever its buffer, so the names come from a join.
+device_spans as (
     select
         run_id,
         trace_id,
         correlation,
-        arg_min(name, ts_ns) as kernel_name,
-        arg_min(stream, ts_ns) as stream,
-        arg_min(cat, ts_ns) as gpu_cat,
+        arg_min(event_idx, (ts_ns, event_idx)) as first_idx,
         any_value(base_ns) as base_ns,
         min(ts_us) as ts_us,
         max(end_us) as end_us,
@@ -45,6 +45,14 @@ device_work as (
     from int_hta_gpu_events
     where correlation is not null
     group by run_id, trace_id, correlation
+),
+
+device_work as (
+    select device_spans.*, first.name as kernel_name, first.stream, first.cat as gpu_cat
+    from device_spans
+    join int_hta_gpu_events as first
+        on first.trace_id = device_spans.trace_id
+        and first.event_idx = device_spans.first_idx
 )
 
 select

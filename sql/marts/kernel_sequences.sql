@@ -62,15 +62,52 @@ root_events as (
         and gpu.correlation = root_calls.correlation
 ),
 
-patterns as (
+-- Each event's place in its root's launch order.
+ordered as materialized (
+    select
+        *,
+        row_number() over (partition by run_id, trace_id, root_idx order by ts_ns, source_table, event_idx) as nth
+    from root_events
+),
+
+-- A root's pattern as numbers: its events and a 64-bit digest of their names in order (a list per root would be held
+-- in memory whatever the buffer: an aggregate's lists are not spilled). Roots of one op with one count and digest
+-- have one pattern (two patterns share them only by a collision of 64-bit hashes).
+roots as (
     select
         run_id, trace_id, rank, root_idx, op_name,
         any_value(op_dur_ns) as op_dur_ns,
-        list(kernel_name order by ts_ns, source_table, event_idx) as kernels,
-        sum(dur_ns) as gpu_ns
-    from root_events
+        sum(dur_ns) as gpu_ns,
+        count(*) as kernel_count,
+        bit_xor(hash(nth || chr(31) || kernel_name)) as digest
+    from ordered
     group by run_id, trace_id, rank, root_idx, op_name
     having count(*) >= 2
+),
+
+patterns as (
+    select
+        run_id, trace_id, rank, op_name, kernel_count, digest,
+        count(*) as occurrences,
+        sum(gpu_ns)::bigint as total_ns,
+        sum(op_dur_ns)::bigint as op_total_ns,
+        min(root_idx) as example_idx
+    from roots
+    group by run_id, trace_id, rank, op_name, kernel_count, digest
+),
+
+-- Each pattern's names, from one root that has it.
+named as (
+    select
+        patterns.run_id, patterns.trace_id, patterns.rank, patterns.op_name, patterns.occurrences,
+        patterns.total_ns, patterns.op_total_ns,
+        list(ordered.kernel_name order by ordered.nth) as kernels
+    from patterns
+    join ordered
+        on ordered.run_id = patterns.run_id
+        and ordered.trace_id = patterns.trace_id
+        and ordered.root_idx = patterns.example_idx
+    group by all
 )
 
 select
@@ -81,10 +118,9 @@ select
     op_name,
     kernels,
     len(kernels) as kernel_count,
-    count(*) as occurrences,
-    sum(gpu_ns)::bigint as total_ns,
-    sum(op_dur_ns)::bigint as op_total_ns,
+    occurrences,
+    total_ns,
+    op_total_ns,
     kernels[1] as first_kernel,
     kernels[-1] as last_kernel
-from patterns
-group by run_id, trace_id, rank, op_name, kernels
+from named

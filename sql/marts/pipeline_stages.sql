@@ -97,18 +97,25 @@ windows as (
     semi join p2p using (trace_id, step)
 ),
 
-compute as (
+-- The step's time under computation. int_compute_busy's intervals are disjoint: the time computing before an
+-- instant is busy_before_ns of the last interval starting at or before it plus that interval's part before it,
+-- and a span's time under computation is that at its end less that at its start.
+computed as (
     select
         windows.trace_id,
         windows.step,
-        greatest(busy.start_ns, windows.start_ns) as start_ns,
-        least(busy.end_ns, windows.end_ns) as end_ns
+        coalesce(at_end.busy_before_ns + least(windows.end_ns, at_end.end_ns) - at_end.start_ns, 0)
+            - coalesce(at_start.busy_before_ns + least(windows.start_ns, at_start.end_ns) - at_start.start_ns, 0)
+            as compute_ns
     from windows
-    join int_compute_busy as busy
-        on busy.trace_id = windows.trace_id
-        and busy.on_device = windows.on_device
-        and busy.start_ns < windows.end_ns
-        and busy.end_ns > windows.start_ns
+    asof left join int_compute_busy as at_end
+        on at_end.trace_id = windows.trace_id
+        and at_end.on_device = windows.on_device
+        and at_end.start_ns <= windows.end_ns
+    asof left join int_compute_busy as at_start
+        on at_start.trace_id = windows.trace_id
+        and at_start.on_device = windows.on_device
+        and at_start.start_ns <= windows.start_ns
 ),
 
 -- Sends/receives and waits of the step, clipped to it and merged.
@@ -149,18 +156,26 @@ merged as (
     group by kind, trace_id, step, island
 ),
 
+-- Of the merged spans (inside the step), the time under computation, as for computed.
 hidden as (
     select
         merged.kind,
         merged.trace_id,
         merged.step,
-        sum(least(merged.end_ns, compute.end_ns) - greatest(merged.start_ns, compute.start_ns)) as hidden_ns
+        sum(
+            coalesce(at_end.busy_before_ns + least(merged.end_ns, at_end.end_ns) - at_end.start_ns, 0)
+            - coalesce(at_start.busy_before_ns + least(merged.start_ns, at_start.end_ns) - at_start.start_ns, 0)
+        ) as hidden_ns
     from merged
-    join compute
-        on compute.trace_id = merged.trace_id
-        and compute.step = merged.step
-        and compute.start_ns < merged.end_ns
-        and compute.end_ns > merged.start_ns
+    join windows using (trace_id, step)
+    asof left join int_compute_busy as at_end
+        on at_end.trace_id = merged.trace_id
+        and at_end.on_device = windows.on_device
+        and at_end.start_ns <= merged.end_ns
+    asof left join int_compute_busy as at_start
+        on at_start.trace_id = merged.trace_id
+        and at_start.on_device = windows.on_device
+        and at_start.start_ns <= merged.start_ns
     group by all
 ),
 
@@ -168,12 +183,6 @@ exposed as (
     select kind, trace_id, step, sum(end_ns - start_ns) - coalesce(any_value(hidden.hidden_ns), 0) as exposed_ns
     from merged
     left join hidden using (kind, trace_id, step)
-    group by all
-),
-
-computed as (
-    select trace_id, step, sum(end_ns - start_ns) as compute_ns
-    from compute
     group by all
 )
 

@@ -62,16 +62,12 @@ calls as (
 flagged as (
     select
         calls.*,
-        calls.records_history and exists (
-            select 1
-            from int_phase_ranges as backward
-            where backward.trace_id = calls.trace_id
-                and backward.tid = calls.tid
-                and backward.phase = 'backward'
-                and calls.ts_ns >= backward.ts_ns
-                and calls.ts_ns < backward.end_ns
-        ) as recomputed
+        calls.records_history and coalesce(backward.end_ns > calls.ts_ns, false) as recomputed
     from calls
+    asof left join (select * from int_phase_ranges where phase = 'backward') as backward
+        on backward.trace_id = calls.trace_id
+        and backward.tid = calls.tid
+        and backward.ts_ns <= calls.ts_ns
 ),
 
 stepped as (

@@ -25,7 +25,7 @@ def _op_tree(ranges: list[dict]) -> list[dict]:
 
 
 def _range(event_idx: int, ts: int | None, dur: int | None, name: int = 0, device_ns: int = 0) -> dict:
-    return {"event_idx": event_idx, "ts_ns": ts, "dur_ns": dur, "name_no": name, "is_operator": True,
+    return {"event_idx": event_idx, "ts_ns": ts, "dur_ns": dur, "name_key": name, "is_operator": True,
             "is_plain_operator": True, "torch_tree": True, "device_ns": device_ns, "kernel_count": int(device_ns > 0)}
 
 
@@ -80,7 +80,7 @@ def _sweep(ranges: list[dict]) -> list[tuple]:
         later = [j for j in range(i + 1, n) if depth[j] == depth[i]]
         only = first_child[i] and (not later or first_child[later[0]])
         p = parent[i]
-        merged = only and p is not None and ordered[p]["name_no"] == r["name_no"]
+        merged = only and p is not None and ordered[p]["name_key"] == r["name_key"]
         children = [c for c in range(n) if parent[c] == i]
         inside = sum(max(0, min(key(ordered[c]["end_ns"]), r["end_ns"]) - ordered[c]["ts_ns"]) for c in children)
         subtree = ordered[i:last_pos[i]]

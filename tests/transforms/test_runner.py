@@ -1,15 +1,25 @@
-"""Models built two at a time (``build_marts``): each sees what it reads, intermediates go once read, a model that
-runs out of memory builds again with a larger buffer, and a failing model is named and stops the build."""
+"""Models built two at a time (``build_marts``): each sees what it reads, intermediates go once read, a model
+calling a function is built a batch of its pieces at a time, and a failing model (out of memory, a piece too large)
+is named and stops the build."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
+from transforms import op_tree
 from transforms.models import discover_models
-from transforms.runner import OUT_OF_MEMORY_RETRY_FACTOR, build_marts, calls_functions, models_to_start
+from transforms.runner import (
+    FunctionMemory,
+    PieceTooLarge,
+    build_marts,
+    calls_functions,
+    models_to_start,
+    pack_pieces,
+)
 
 
 def _write_models(root: Path, models: dict[str, str]) -> Path:
@@ -73,43 +83,67 @@ def test_a_failing_model_is_named_and_stops_the_one_beside_it(tmp_path: Path) ->
     assert con.execute("select current_setting('threads')").fetchone() == (2,)  # the connection is as it was
 
 
-def test_a_model_out_of_memory_builds_again_with_a_larger_buffer(tmp_path: Path) -> None:
-    # A list of a million BIGINTs is held whole (an aggregate state is not spilled): over a 16 MiB buffer, within 6x.
+def test_a_model_out_of_memory_is_named_with_the_setting_and_not_built_again(tmp_path: Path) -> None:
+    # A list of a million BIGINTs is held whole (an aggregate state is not spilled): over a 16 MiB buffer.
     root = _write_models(tmp_path, {
         "marts/listed.sql": "-- grain: run_id\nselect 'r' as run_id, len(list(range)) as n from range(1000000)",
     })
     con = duckdb.connect(config={"threads": 2, "memory_limit": "16MiB"})
-    with pytest.raises(duckdb.OutOfMemoryException):
-        con.execute("select len(list(range)) from range(1000000)").fetchall()
-    assert OUT_OF_MEMORY_RETRY_FACTOR == 6
-
-    assert [(r.name, r.preview) for r in build_marts(con, sql_root=root)] == [("listed", [("r", 1000000)])]
-    assert _memory_limit(con) == "16.0 MiB"  # set back once built
-
-
-def test_the_buffer_stays_raised_while_what_was_built_under_it_is_held(tmp_path: Path) -> None:
-    # 48 MB of BIGINTs with nowhere to spill: built under the raised buffer, and over the first one until dropped
-    # once read (setting the limit back then failed the whole build: seen on a 2 GB trace).
-    root = _write_models(tmp_path, {
-        "intermediate/int_numbers.sql": "select range as n, range * 2 as m from range(3000000)",
-        "marts/total.sql": "-- grain: run_id\nselect 'r' as run_id, sum(n + m)::bigint as n from int_numbers",
-    })
-    con = duckdb.connect(config={"threads": 2, "memory_limit": "16MiB", "temp_directory": ""})
-    with pytest.raises(duckdb.OutOfMemoryException):
-        con.execute("create table held as select range as n, range * 2 as m from range(3000000)").fetchall()
-
-    assert [(r.name, r.preview) for r in build_marts(con, sql_root=root)] == [("total", [("r", 13499995500000)])]
-    assert _memory_limit(con) == "16.0 MiB"  # set back once the intermediate went
-
-
-def test_a_model_out_of_memory_even_with_the_larger_buffer_is_named(tmp_path: Path) -> None:
-    root = _write_models(tmp_path, {
-        "marts/listed.sql": "-- grain: run_id\nselect 'r' as run_id, len(list(range)) as n from range(20000000)",
-    })
-    con = duckdb.connect(config={"threads": 2, "memory_limit": "16MiB"})
-    with pytest.raises(RuntimeError, match=r"listed\.sql: out of memory with the buffer raised to 96MiB: Out of Memory Error"):
-        build_marts(con, sql_root=root)
+    memory = FunctionMemory(64 << 20, "--memory-limit 1GB")
+    with pytest.raises(RuntimeError, match=r"listed\.sql: out of memory within the analysis tables' buffer of "
+                                           r"16\.0 MiB \(--memory-limit 1GB\): Out of Memory Error"):
+        build_marts(con, sql_root=root, memory=memory)
     assert _memory_limit(con) == "16.0 MiB"
+
+
+def test_consecutive_pieces_are_packed_into_batches_within_the_rows_a_call_may_hold() -> None:
+    pieces, rows = np.array([1, 2, 3, 5, 8]), np.array([40, 50, 10, 100, 1])
+    assert pack_pieces(pieces, rows, 100) == [(1, 3), (5, 5), (8, 8)]
+    assert pack_pieces(pieces, rows, 1000) == [(1, 8)]
+    assert pack_pieces(np.array([], dtype=int), np.array([], dtype=int), 10) == []
+    with pytest.raises(PieceTooLarge) as raised:
+        pack_pieces(pieces, rows, 99)
+    assert (raised.value.piece, raised.value.rows) == (5, 100)
+
+
+_PIECES = {
+    # 100 pieces of 1,000 ranges each, every range a thread's own tree: op_tree links each piece's list
+    "intermediate/int_parts.sql": "select range // 1000 + 1 as piece, range as n from range(100000)",
+    "marts/piece_trees.sql": (
+        "-- grain: piece\n-- pieces: int_parts\n-- piece_name: 'part ' || any_value(piece)\n"
+        "select piece, len(op_tree(list({'event_idx': n, 'ts_ns': n, 'dur_ns': 1, 'name_key': 1::ubigint, "
+        "'is_operator': true, 'is_plain_operator': true, 'torch_tree': true, 'device_ns': 0, 'kernel_count': 0}))) "
+        "as ranges\nfrom int_parts\n"
+        "where piece between coalesce(getvariable('first_piece'), 0)\n"
+        "    and coalesce(getvariable('last_piece'), 9223372036854775807)\n"
+        "group by piece"
+    ),
+}
+
+
+def test_a_model_in_pieces_is_built_a_batch_at_a_time_and_a_piece_too_large_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []  # the ranges each call of op_tree held
+    linked_rows = op_tree._linked_rows
+
+    def counted(ranges):  # type: ignore[no-untyped-def]
+        calls.append(sum(len(lists) for lists in ranges.to_pylist()))
+        return linked_rows(ranges)
+
+    monkeypatch.setattr(op_tree, "_linked_rows", counted)
+    root = _write_models(tmp_path, _PIECES)
+    con = duckdb.connect(config={"threads": 2})
+    memory = FunctionMemory(25_000 * op_tree.BYTES_PER_ROW, "a test's")
+
+    results = build_marts(con, sql_root=root, memory=memory)
+    assert [r.row_count for r in results] == [100]
+    assert con.execute("select count(*), sum(ranges) from piece_trees").fetchall() == [(100, 100_000)]
+    assert sorted(calls) == [25_000] * 4  # 25 pieces a batch
+
+    with pytest.raises(RuntimeError, match=r"piece_trees\.sql: part 1 holds 1,000 rows, more than the 999 that the "
+                                           r"memory limit \(a test's\) lets one call"):
+        build_marts(con, sql_root=root, memory=FunctionMemory(999 * op_tree.BYTES_PER_ROW, "a test's"))
 
 
 def _memory_limit(con: duckdb.DuckDBPyConnection) -> str:

@@ -14,6 +14,7 @@ from pipelines.cores import available_cores
 from pipelines.identity import TraceFile
 from pipelines.lake.commit import RunReplaced
 from pipelines.lake.lake import Lake
+from pipelines.memory import MemoryShares
 from pipelines.parse import ParseSettings
 from pipelines.retry import retrying
 from pipelines.sources import RunSource
@@ -83,10 +84,14 @@ def stage_traces(
     settings: IngestSettings | None = None,
 ) -> list[StagedTrace]:
     """:func:`stage_trace` of every trace of ``run``, ``settings.parallel_traces`` at a time on threads, each with
-    its share of the cores; each trace's progress line and problems are logged as it lands."""
+    its share of the cores and of the run's memory limit; each trace's progress line and problems are logged as it
+    lands."""
     settings = settings or IngestSettings()
     workers = max(1, min(settings.parallel_traces or available_cores(), len(run.traces) or 1))
     parse = replace(settings.parse, threads=max(1, available_cores() // workers))
+    # the run's memory limit (pipelines.memory) shared by the traces parsed at once
+    buffer = MemoryShares(settings.build.memory_limit).parse_buffer_bytes(workers, parse.held_outside_buffer())
+    parse = replace(parse, memory_limit=f"{buffer}B")
 
     def stage(trace: TraceFile) -> StagedTrace:
         staged = stage_trace(trace, lake, version, source_options=source_options, settings=parse)

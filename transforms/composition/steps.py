@@ -22,6 +22,7 @@ from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
 from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.lake import ALIAS, Lake
 from pipelines.lake.maintenance import remove_run_leftovers
+from pipelines.memory import MemoryShares
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import PARQUET_FORMAT, rows_query, sql_path
 from pipelines.scratch import scratch_dir
@@ -33,7 +34,7 @@ from pipelines.staging.trace import stage_trace
 from pipelines.watch import fingerprint
 from transforms.models import discover_models
 from transforms.report.files import write_run_report
-from transforms.runner import MartResult, build_marts, register_run_tables
+from transforms.runner import FunctionMemory, MartResult, build_marts, register_run_tables
 
 __all__ = ["stage_trace", "stage_run", "build_tables", "rebuild_tables", "commit_run", "write_report",
            "BuildSettings", "BuiltTables", "CommittedRun", "AnalysisFailed"]
@@ -50,7 +51,8 @@ class BuildSettings:
     """Bounds of the step that builds a run's analysis tables."""
 
     memory_limit: str = field(default_factory=MEMORY_LIMIT.text)
-    """DuckDB's buffer for the models; they spill to disk beyond it."""
+    """The memory limit of the run's ingest (:class:`pipelines.memory.MemoryShares`): the models get DuckDB's buffer
+    (they spill to disk beyond it) and the Python functions' calls their share of it, and so does the parse."""
     threads: int | None = None
     """DuckDB threads (default: every core this process may use)."""
 
@@ -114,13 +116,14 @@ def _stage_marts(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, versio
     return files | _issue_file(lake, con, run_id, version, "checks", failed)
 
 
-def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str,
-           select: set[str] | None) -> tuple[list[MartResult], dict[str, list[str]]]:
+def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str, select: set[str] | None,
+           settings: BuildSettings) -> tuple[list[MartResult], dict[str, list[str]]]:
     names = {name for name, model in discover_models().items() if model.layer == "marts"}
     PROGRESS.info("  %s: building %d analysis tables", run_id, len(select & names) if select else len(names))
     started = time.perf_counter()
+    shares = MemoryShares(settings.memory_limit)
     try:
-        marts = build_marts(con, select=select)
+        marts = build_marts(con, select=select, memory=FunctionMemory(shares.function_bytes, shares.describe()))
     except (RuntimeError, duckdb.Error) as exc:
         raise AnalysisFailed(f"run {run_id!r}: the analysis tables could not be built: {exc}") from exc
     files = _stage_marts(lake, con, run_id, version, marts)
@@ -129,8 +132,9 @@ def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str
 
 
 def _connection(lake: Lake, settings: BuildSettings, spill: str, *, catalog: bool) -> duckdb.DuckDBPyConnection:
-    con = lake.connect(threads=settings.threads, memory_limit=settings.memory_limit) if catalog else \
-        lake.storage_connection(threads=settings.threads, memory_limit=settings.memory_limit)
+    buffer = f"{MemoryShares(settings.memory_limit).build_buffer_bytes}B"
+    con = lake.connect(threads=settings.threads, memory_limit=buffer) if catalog else \
+        lake.storage_connection(threads=settings.threads, memory_limit=buffer)
     con.execute("set temp_directory = $dir", {"dir": spill})
     return con
 
@@ -140,14 +144,15 @@ def build_tables(
 ) -> BuiltTables:
     """Build the analysis tables (``select``, default all) over the run's staged raw tables and stage them.
 
-    A model that cannot be built (out of memory beyond its retry, a bug) makes the result a failure
-    (:attr:`BuiltTables.failure`) that :func:`commit_run` records with the raw tables, instead of losing the run."""
+    A model that cannot be built (out of memory, a piece too large for the memory limit, a bug) makes the result a
+    failure (:attr:`BuiltTables.failure`) that :func:`commit_run` records with the raw tables, instead of losing the
+    run."""
     run_id = staged.run.run_id
     settings = settings or BuildSettings()
     with scratch_dir("marts") as tmp, _connection(lake, settings, str(tmp / "spill"), catalog=False) as con:
         register_run_tables(con, run_id, staged.files)
         try:
-            marts, files = _build(lake, con, run_id, staged.version, select)
+            marts, files = _build(lake, con, run_id, staged.version, select, settings)
         except AnalysisFailed as exc:
             issue = QualityIssue(run_id, "", "error", "analysis_failed", str(exc))
             return BuiltTables(run_id, staged.version, [], _issue_file(lake, con, run_id, staged.version,
@@ -164,7 +169,7 @@ def rebuild_tables(
     version = new_version()
     with scratch_dir("marts") as tmp, _connection(lake, settings, str(tmp / "spill"), catalog=True) as con:
         built_on = register_run_tables(con, run_id)
-        marts, files = _build(lake, con, run_id, version, select)
+        marts, files = _build(lake, con, run_id, version, select, settings)
     return BuiltTables(run_id, version, marts, files, built_on=built_on)
 
 
