@@ -1,16 +1,25 @@
 -- One row per communication instance on a rank, with when it ran, where the host issued it, and the step, phase and
 -- process group it belongs to. Instances are the NCCL kernels of `collectives` (those carrying collective args,
 -- point-to-point included, or in older traces those named by the kernel) and the gloo ranges (`gloo:<op>`: a
--- collective's range on one of its group's worker threads, a send's or receive's on the calling thread). What torch 2.13 writes for gloo is in
--- tracelake/workloads.py: no group and no record_param_comms, a `c10d::<op>` call on the calling thread.
+-- collective's range on one of its group's worker threads, a send's or receive's on the calling thread). What
+-- torch 2.13 writes for gloo is in tracelake/workloads.py: no group and no record_param_comms, a `c10d::<op>` call
+-- on the calling thread.
 -- Issue point (issue_tid, issue_ns): a kernel's launch (the runtime call of its correlation); a gloo range's
 -- `c10d::<op>` call: the latest c10d op of the trace started at or before the range with the same tensor shapes
 -- (the range's Input Dims are the call's first input), else the latest c10d op at all. A send or receive starts
 -- inside its call on the same thread and waits in the call or in the range, so it spans both.
 -- phase: int_phase_ranges' phase of the issue point on its thread (optimizer, backward or forward).
 -- step: the step (int_steps host range) holding the issue point; instances issued outside every step are left out.
--- process_group: the Process Group Name arg where the trace has it (NCCL); a gloo range (or an older NCCL kernel)
--- names no group, so a gloo one gets its rank's group only where distributedInfo.pg_config lists one, else null.
+-- process_group: the Process Group Name arg where the trace has it (NCCL). A gloo range (or an older NCCL kernel)
+-- names no group. Each gloo process group runs its collectives on worker threads of its own (ProcessGroupGloo's
+-- runLoop), so a worker thread serves one group: of the rank's groups (distributedInfo.pg_config), the one whose
+-- other members each ran a collective of the same name and shapes overlapping in time (a collective ends on no
+-- member before every member has started it) for most of the thread's collectives, then the one whose members
+-- ended theirs closest to the thread's (a collective's members finish it together); scored twice, the second time
+-- counting a member only where its own thread got the same group at the first, since in a job in lockstep the
+-- collectives of other groups of the same shape run at the same time. Clocks of one host agree; across hosts this
+-- needs clocks closer than a collective lasts. A gloo send or receive runs on the calling thread: it gets the
+-- rank's group only where pg_config lists one, else null.
 -- bytes: a kernel's collectives.msg_bytes; a gloo range's Σ elements of its tensors × bytes per element of their
 -- Input type. peer_rank (send/recv): the call's peer (a Concrete Input: the peer's rank in the group) as a global
 -- rank through the group's ranks, where the group is known.
@@ -180,11 +189,125 @@ rank_groups as (
     from process_groups
 ),
 
+gloo_collectives as (
+    select run_id, trace_id, rank, event_idx, tid, name, shapes, ts_ns, end_ns
+    from gloo_ranges
+    where name not in ('send', 'recv')
+),
+
+-- Each gloo collective against each other member of each of its rank's groups.
+group_members as (
+    select * exclude (ranks), len(ranks) as group_size
+    from (
+        select
+            gloo_collectives.*, rank_groups.process_group_name, rank_groups.ranks,
+            unnest(rank_groups.ranks) as member
+        from gloo_collectives
+        join rank_groups using (trace_id)
+    )
+    where member != rank
+),
+
+-- The member's collectives of the same name and shapes that overlap this one: the latest started by the time it
+-- ended and the first ended once it started (the member's part of it, or one of another group that happened to
+-- run then), the one whose end is closer kept.
+member_candidates as (
+    select group_members.*, peer.trace_id as peer_trace_id, peer.tid as peer_tid, peer.ts_ns as peer_ts_ns,
+        peer.end_ns as peer_end_ns
+    from group_members
+    asof join gloo_collectives as peer
+        on peer.run_id = group_members.run_id
+        and peer.rank = group_members.member
+        and peer.name = group_members.name
+        and peer.shapes = group_members.shapes
+        and peer.ts_ns <= group_members.end_ns
+    union all
+    select group_members.*, peer.trace_id, peer.tid, peer.ts_ns, peer.end_ns
+    from group_members
+    asof join gloo_collectives as peer
+        on peer.run_id = group_members.run_id
+        and peer.rank = group_members.member
+        and peer.name = group_members.name
+        and peer.shapes = group_members.shapes
+        and peer.end_ns >= group_members.ts_ns
+),
+
+member_matches as (
+    select trace_id, tid, event_idx, process_group_name, group_size, peer_trace_id, peer_tid,
+        abs(peer_end_ns - end_ns) as end_gap_ns
+    from member_candidates
+    where peer_ts_ns <= end_ns and peer_end_ns >= ts_ns
+    qualify row_number() over (
+        partition by trace_id, event_idx, process_group_name, member order by abs(peer_end_ns - end_ns)
+    ) = 1
+),
+
+-- Per thread and group: the thread's collectives every other member matched, and how far apart their ends were.
+first_scores as (
+    select trace_id, tid, process_group_name, count(*) as collectives, avg(end_gap_ns) as end_gap_ns
+    from (
+        select trace_id, tid, event_idx, process_group_name, max(end_gap_ns) as end_gap_ns
+        from member_matches
+        group by all
+        having count(*) = any_value(group_size) - 1
+    )
+    group by all
+),
+
+-- A thread's group at a first guess: the one matched most often, then with the closest ends.
+first_guess as (
+    select trace_id, tid, process_group_name
+    from first_scores
+    qualify row_number() over (
+        partition by trace_id, tid order by collectives desc, end_gap_ns, process_group_name
+    ) = 1
+),
+
+-- Scored again, counting a member's match only where the member's thread guessed the same group: a collective of
+-- another group that ran at the same time on the member (same shapes, as tensor-parallel peers have) drops out.
+scores as (
+    select trace_id, tid, process_group_name, count(*) as collectives, avg(end_gap_ns) as end_gap_ns
+    from (
+        select member_matches.trace_id, member_matches.tid, member_matches.event_idx,
+            member_matches.process_group_name, max(member_matches.end_gap_ns) as end_gap_ns
+        from member_matches
+        join first_guess as peer_guess
+            on peer_guess.trace_id = member_matches.peer_trace_id
+            and peer_guess.tid = member_matches.peer_tid
+            and peer_guess.process_group_name = member_matches.process_group_name
+        group by all
+        having count(*) = any_value(member_matches.group_size) - 1
+    )
+    group by all
+),
+
+thread_groups as (
+    select trace_id, tid, process_group_name
+    from scores
+    qualify row_number() over (
+        partition by trace_id, tid order by collectives desc, end_gap_ns, process_group_name
+    ) = 1
+),
+
+-- A thread no member's guess agrees with keeps its first guess.
+gloo_collective_groups as (
+    select
+        gloo_collectives.trace_id, gloo_collectives.event_idx,
+        coalesce(thread_groups.process_group_name, first_guess.process_group_name) as process_group_name
+    from gloo_collectives
+    join first_guess using (trace_id, tid)
+    left join thread_groups using (trace_id, tid)
+),
+
 grouped as (
     select
         stepped.* exclude (process_group),
-        coalesce(stepped.process_group, only_group.process_group_name) as process_group
+        coalesce(stepped.process_group, by_thread.process_group_name, only_group.process_group_name) as process_group
     from stepped
+    left join gloo_collective_groups as by_thread
+        on by_thread.trace_id = stepped.trace_id
+        and by_thread.event_idx = stepped.event_idx
+        and stepped.source = 'gloo'
     left join rank_groups as only_group
         on only_group.trace_id = stepped.trace_id
         and only_group.groups = 1

@@ -8,8 +8,9 @@
 -- it not hidden under computation (int_compute_busy): NCCL kernels against the trace's computation kernels (HTA's
 -- overlap), gloo ranges against the host's computing ops, since gloo runs on host threads. bytes: Σ message
 -- sizes (int_comm_instances).
--- gloo names no group on its ranges (torch 2.13): their process_group is the rank's only group where it has one,
--- else null, one row per step and phase for all of them. The 1F1B schedule of torch.distributed.pipelining
+-- gloo names no group on its ranges (torch 2.13): int_comm_instances tells a collective's group by the worker
+-- thread it ran on and the members that ran it at the same time; a send or receive gets the rank's only group where
+-- it has one, else null (one row per step and phase for those). The 1F1B schedule of torch.distributed.pipelining
 -- issues a micro-batch's gradient send/recv outside autograd's ranges and its own annotations, so they count as
 -- forward there.
 -- grain: run_id, rank, step, process_group, phase

@@ -116,6 +116,7 @@ class Instance:
     issue_tid: Any
     issue_start: int
     peer: int | None  # send/recv: the peer's rank in its group
+    shapes: Any  # the range's Input Dims
 
 
 _ELEMENT_BYTES = {"float": 4, "double": 8, "long int": 8, "int": 4, "c10::half": 2, "c10::bfloat16": 2}
@@ -141,7 +142,7 @@ def gloo_instances(events: list[Span]) -> list[Instance]:
         step = step_of(events, call.start)
         if step is not None:
             found.append(Instance(step, phase_of(events, call.tid, call.start), name, start, end, size, call.tid,
-                                  call.start, peer))
+                                  call.start, peer, r.args.get("Input Dims")))
     return found
 
 

@@ -63,33 +63,57 @@ def test_hand_built_nccl_rank_splits_tp_and_dp_by_phase(comm_lake) -> None:
     assert got["1", "forward"]["exposed_step_ratio"] == pytest.approx(100 / 1000)  # the step is 1000 µs
 
 
+# gloo names no group on its ranges: a collective's group is told from its worker thread and the members running the
+# same collective at once. In this job the TP groups' collectives have the same shapes and run in lockstep, and on a
+# busy machine a thread can be descheduled before it ends its range, so now and then (2 of 41 jobs made here, each
+# with one thread of two ranks taken for their other group's: 24 of 32 rows right) a thread's collectives are taken
+# for its other group's. The tests check the rows labelled right exactly and bound the others.
+LABELLED_RIGHT = 0.7
+
+
+def _group_of(instance: ref.Instance) -> str:
+    """The job's design: TP all-reduces the [32, 64] activations and their gradient, and the 2 squared norms; DP
+    the 4 gradients."""
+    return "TP" if instance.shapes in ([[32, 64]], [[2]]) else "DP"
+
+
 def test_gloo_tp_dp_job_per_phase_matches_its_raw_events(comm_lake) -> None:
     src, rows, _ = comm_lake
     by_rank: dict[int, list[dict]] = {}
     for r in rows[PARALLEL_GROUPS_RUN_ID]:
         by_rank.setdefault(r["rank"], []).append(r)
     assert sorted(by_rank) == [0, 1, 2, 3]
+    checked = 0
     for rank, got in by_rank.items():
         events = ref.spans(ref.load(src / PARALLEL_GROUPS_RUN_ID / f"rank-{rank}.step4.pt.trace.json.gz"))
         instances = ref.gloo_instances(events)
         compute = ref.host_compute(events)
         expected = {}
-        for key in {(i.step, i.phase) for i in instances}:
-            mine = [i for i in instances if (i.step, i.phase) == key]
+        for key in {(i.step, i.phase, _group_of(i)) for i in instances}:
+            mine = [i for i in instances if (i.step, i.phase, _group_of(i)) == key]
             spans = [(i.start, i.end) for i in mine]
             expected[key] = (len(mine), sum(i.bytes for i in mine), ref.length(spans),
                              ref.length(spans) - ref.overlap(spans, compute))
-        # gloo names no group on its ranges and each rank is in three (default, TP, DP): the group is unknown.
-        assert {r["process_group"] for r in got} == {None} and {r["group_desc"] for r in got} == {None}
-        assert {(r["step"], r["phase"]) for r in got} == set(expected) == {
-            (s, p) for s in (2, 3) for p in ("forward", "backward", "optimizer")
+        assert set(expected) == {
+            (s, p, g) for s in (2, 3) for p in ("forward", "backward", "optimizer") for g in ("TP", "DP")
+            if g == "TP" or p == "backward"
         }
+        # Whatever the groups, each step and phase holds all of its instances.
+        for step, phase in {(s, p) for s, p, _ in expected}:
+            assert sum(r["collectives"] for r in got if (r["step"], r["phase"]) == (step, phase)) == sum(
+                e[0] for k, e in expected.items() if k[:2] == (step, phase))
+            assert sum(r["bytes"] for r in got if (r["step"], r["phase"]) == (step, phase)) == sum(
+                e[1] for k, e in expected.items() if k[:2] == (step, phase))
+        tp, dp = [rank // 2 * 2, rank // 2 * 2 + 1], [rank % 2, rank % 2 + 2]
+        assert {(r["group_desc"], tuple(r["group_ranks"])) for r in got} == {("TP", tuple(tp)), ("DP", tuple(dp))}
         for r in got:
-            calls, size, communication, exposed = expected[r["step"], r["phase"]]
-            assert (r["collectives"], r["bytes"]) == (calls, size)
-            assert abs(r["communication_ns"] - communication) <= US, (rank, r)
-            assert abs(r["exposed_ns"] - exposed) <= US, (rank, r)
             assert 0 <= r["exposed_ns"] <= r["communication_ns"]
+            calls, size, communication, exposed = expected.get((r["step"], r["phase"], r["group_desc"]), (0,) * 4)
+            if (r["collectives"], r["bytes"]) == (calls, size):  # the row holds the instances of its group
+                checked += 1
+                assert abs(r["communication_ns"] - communication) <= US, (rank, r)
+                assert abs(r["exposed_ns"] - exposed) <= US, (rank, r)
+    assert checked >= LABELLED_RIGHT * 4 * 2 * 4
 
 
 def test_gloo_tp_dp_job_counts_and_bytes_by_hand(comm_lake) -> None:
@@ -97,10 +121,16 @@ def test_gloo_tp_dp_job_counts_and_bytes_by_hand(comm_lake) -> None:
     # Per step: forward all-reduces the [32, 64] float output over TP (8192 B); backward the [32, 64] input
     # gradient over TP and the 4 gradients over DP (embed 64x64 + 64, up 256x64, down 64x256 floats); the optimizer
     # step the 2 squared norms over TP.
-    per_phase = {"forward": (1, 8192), "backward": (5, 4 * (32 * 64 + 64 * 64 + 64 + 2 * 256 * 64)),
-                 "optimizer": (1, 8)}
-    for r in rows[PARALLEL_GROUPS_RUN_ID]:
-        assert (r["collectives"], r["bytes"]) == per_phase[r["phase"]], r
+    per_phase = {("forward", "TP"): (1, 8192), ("backward", "TP"): (1, 8192),
+                 ("backward", "DP"): (4, 4 * (64 * 64 + 64 + 2 * 256 * 64)), ("optimizer", "TP"): (1, 8)}
+    got = rows[PARALLEL_GROUPS_RUN_ID]
+    assert sum(r["collectives"] for r in got) == 4 * 2 * sum(calls for calls, _ in per_phase.values())
+    right = sum(r["collectives"] for r in got if (r["collectives"], r["bytes"]) == per_phase.get(
+        (r["phase"], r["group_desc"])))
+    assert right >= LABELLED_RIGHT * 4 * 2 * sum(calls for calls, _ in per_phase.values())
+    for r in got:  # TP of ranks 0, 1 is group "1", of 2, 3 group "2"; DP of ranks 0, 2 is "3", of 1, 3 "4"
+        assert r["process_group"] == {"TP": ["1", "2"], "DP": ["3", "4"]}[r["group_desc"]][
+            r["rank"] // 2 if r["group_desc"] == "TP" else r["rank"] % 2], r
 
 
 def test_hand_built_nccl_rank_hidden_share_is_htas_overlap(comm_lake) -> None:
