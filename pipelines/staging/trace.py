@@ -13,8 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from pipelines.identity import TraceFile, claim_rank
 from pipelines.lake.lake import Lake
+from pipelines.memory import size_bytes
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from pipelines.quality import QualityIssue
 from pipelines.rows import small_statements
@@ -35,12 +38,16 @@ def parse_file(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, 
     try:
         fs, path = filesystem(trace.url, options)
         return parse_trace(fs, path, trace, workdir=workdir, settings=settings)
+    except duckdb.OutOfMemoryException as exc:
+        first_line = str(exc).splitlines()[0]
+        buffer_mib = size_bytes(settings.memory_limit) >> 20
+        message = (f"could not be parsed: out of memory within the parse's buffer of {buffer_mib} MiB, its share of "
+                   f"the memory limit (--memory-limit, TRACELAKE_MEMORY_LIMIT): raise it ({first_line})")
     except Exception as exc:
         log.exception("parsing %s failed", trace.url)
-        issue = QualityIssue(
-            trace.run_id, trace.trace_id, "error", "parse_failed", f"could not be parsed: {type(exc).__name__}: {exc}"
-        )
-        return ParsedTrace(trace=trace, rank=claim_rank({}, trace), issues=[issue])
+        message = f"could not be parsed: {type(exc).__name__}: {exc}"
+    issue = QualityIssue(trace.run_id, trace.trace_id, "error", "parse_failed", message)
+    return ParsedTrace(trace=trace, rank=claim_rank({}, trace), issues=[issue])
 
 
 def _row_counts(files: dict[str, Path]) -> dict[str, int]:

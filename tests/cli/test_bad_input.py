@@ -102,3 +102,21 @@ def test_truncated_and_corrupt_traces_keep_their_complete_events(ingested) -> No
     # The file with invalid bytes keeps every event, the bad bytes replaced.
     names = sql_rows(lake, "select name from cpu_ops where run_id = 'mixed' and trace_id = 'rank-5' and name like 'aten::%zeros'")
     assert names == [{"name": "aten::\ufffd\ufffdzeros"}]
+
+
+def test_a_memory_limit_too_small_to_parse_says_so_and_the_run_still_lands(tmp_path: Path, shared_traces: Path) -> None:
+    """The parse's share of a 100MB limit cannot hold the JSON reader's buffer: the trace's error names the
+    setting, once, and the run lands with its traces row and no analysis tables (no second error about them)."""
+    source = tmp_path / "source" / "small"
+    source.mkdir(parents=True)
+    shutil.copy(shared_traces / GOOD, source / "rank-0.json.gz")
+    lake = tmp_path / "lake"
+    done = tracelake("ingest", str(source.parent), "--lake", str(lake), "--no-record", "--memory-limit", "100MB")
+    assert done.code == 1, done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "rank-0.json.gz" in errors[0] and "--memory-limit" in errors[0], output
+    assert "Traceback" not in output
+    issues = sql_rows(lake, "select code, message from quality_issues")
+    assert [i["code"] for i in issues] == ["parse_failed"] and "out of memory" in issues[0]["message"]
+    assert sql_rows(lake, "select status from traces") == [{"status": "failed"}]

@@ -31,6 +31,7 @@ from pipelines.staging.area import discard_staging, new_version, staging_url
 from pipelines.staging.manifest import StagedRun, StagedTrace
 from pipelines.staging.run import stage_run_tables
 from pipelines.staging.trace import stage_trace
+from pipelines.tables import EVENT_TABLES
 from pipelines.watch import fingerprint
 from transforms.models import discover_models
 from transforms.report.files import write_run_report
@@ -149,6 +150,9 @@ def build_tables(
     run."""
     run_id = staged.run.run_id
     settings = settings or BuildSettings()
+    if not any(staged.files.get(table) for table in EVENT_TABLES):  # its parse_failed issues say why
+        PROGRESS.info("  %s: no trace parsed, so no analysis tables", run_id)
+        return BuiltTables(run_id, staged.version, [], {})
     with scratch_dir("marts") as tmp, _connection(lake, settings, str(tmp / "spill"), catalog=False) as con:
         register_run_tables(con, run_id, staged.files)
         try:
