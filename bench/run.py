@@ -7,7 +7,8 @@ time from start to exit, CPU seconds and peak RSS of the process and its childre
   tiny two-trace run ``simple_add`` (2 x 25 KB); ours with the Dagster record (the default) and without
   (``--no-record``).
 - ``--sizes 234MB,…``: traces built once by :mod:`bench.make_trace` (cached under ``bench/out/traces``) against
-  HTA's load.
+  HTA's load where it fits in the memory available (about 5x the trace), with CPU seconds per GB: the size sweep
+  ``--sizes 234MB,1GB,2GB,8GB``.
 - ``--shared``: the ingest of the shared traces (one run per folder), one run at a time and with ``--jobs 2``.
 - ``--baseline REF``: the same ingests by commit REF of this repository (a worktree under ``bench/out``), alternating
   with ours, for an A/B in one sitting.
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +47,13 @@ OUT = ROOT / "bench" / "out"
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 sys.path.insert(0, str(ROOT))
 
-from bench.make_trace import DEFAULT_SOURCE  # noqa: E402
+from bench.make_trace import DEFAULT_SOURCE, parse_size  # noqa: E402
 
 QUIET_LOAD = 0.5  # 1-minute load average below which the machine counts as quiet
 QUIET_OTHERS_CORES = 0.15  # CPU other processes may use, on average, while the bench runs
 HTA_LOAD = "import sys; from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=sys.argv[1])"
+# HTA holds about this many times a trace's size in memory (HTA#250; 1,288 MB for the 238 MB bench trace here).
+HTA_MEMORY_FACTOR = 5
 _PARSED = re.compile(r"events in [\d.]+ s")
 _TABLES = re.compile(r"analysis tables in ([\d.]+) s")
 SMALL = {"nccl_rank0_of_2": "one 750 KB trace, 40k events", "simple_add": "two 25 KB traces"}
@@ -223,12 +227,27 @@ def cpu_of(timed: dict[str, list[Timed]]) -> float:
     return sum(t.cpu_s for runs in timed.values() for t in runs)
 
 
-def bench_traces(folders: dict[str, Path], rounds: int, ingests: list[Ingest]) -> tuple[list[dict[str, Any]], float]:
-    """Alternating rounds of HTA's load and each ingest of each trace folder; the medians and the CPU seconds."""
+def hta_fits(trace_bytes: int | None) -> bool:
+    """Whether HTA's load of a trace of ``trace_bytes`` (unknown: a small shared one) fits in the memory available
+    now: it holds about :data:`HTA_MEMORY_FACTOR` times the trace."""
+    if trace_bytes is None:
+        return True
+    with open("/proc/meminfo") as meminfo:
+        available_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
+    return trace_bytes * HTA_MEMORY_FACTOR < available_kb * 1024
+
+
+def bench_traces(folders: Mapping[str, tuple[Path, int | None]], rounds: int,
+                 ingests: list[Ingest]) -> tuple[list[dict[str, Any]], float]:
+    """Alternating rounds of HTA's load (where it fits in memory) and each ingest of each trace folder, with the
+    trace's size where known; the medians and the CPU seconds."""
     rows, cpu = [], 0.0
-    for label, trace_dir in folders.items():
-        timed = alternate(rounds, _commands(trace_dir, ingests, hta=True), label)
-        rows.append({"trace": label, **summarize(timed)})
+    for label, (trace_dir, trace_bytes) in folders.items():
+        hta = hta_fits(trace_bytes)
+        if not hta:
+            print(f"  {label}: HTA left out, it would need about {HTA_MEMORY_FACTOR}x the trace in memory", flush=True)
+        timed = alternate(rounds, _commands(trace_dir, ingests, hta=hta), label)
+        rows.append({"trace": label, "trace_bytes": trace_bytes, **summarize(timed)})
         cpu += cpu_of(timed)
     return rows, cpu
 
@@ -252,21 +271,22 @@ def render(report: dict[str, Any]) -> str:
              f"load average before {report['load_before']:.2f}, after {report['load_after']:.2f}; other processes "
              f"used {report['others_cores']:.2f} cores on average" + ("" if quiet else
              " — the machine was busy: ratios not reported"), "",
-             "| trace | command | wall s (median) | rounds | CPU s | peak RSS MB | to parsed / tables / rest s "
-             "| speed vs HTA (wall, CPU) | memory vs HTA |",
-             "|---|---|---:|---|---:|---:|---|---|---:|"]
+             "| trace | command | wall s (median) | rounds | CPU s | CPU s per GB | peak RSS MB "
+             "| to parsed / tables / rest s | speed vs HTA (wall, CPU) | memory vs HTA |",
+             "|---|---|---:|---|---:|---:|---:|---|---|---:|"]
     for row in report["rows"]:
         hta = row.get("HTA")
         for name, m in row.items():
-            if name == "trace":
+            if name in ("trace", "trace_bytes"):
                 continue
+            per_gb = f"{m['cpu_s'] / (row['trace_bytes'] / 1e9):.1f}" if row.get("trace_bytes") else ""
             split = f"{m['parsed_s']:.2f} / {m['tables_s']:.2f} / {m['after_s']:.2f}" if "parsed_s" in m else ""
             ratios = ("", "")
             if hta and name != "HTA" and quiet:
                 ratios = (f"{hta['wall_s'] / m['wall_s']:.1f}x, {hta['cpu_s'] / m['cpu_s']:.1f}x",
                           f"{m['peak_rss_mb'] / hta['peak_rss_mb']:.2f}")
             lines.append(f"| {row['trace']} | {name} | {m['wall_s']:.2f} | {m['wall_s_rounds']} | {m['cpu_s']:.2f} "
-                         f"| {m['peak_rss_mb']:.0f} | {split} | {ratios[0]} | {ratios[1]} |")
+                         f"| {per_gb} | {m['peak_rss_mb']:.0f} | {split} | {ratios[0]} | {ratios[1]} |")
     return "\n".join(lines)
 
 
@@ -285,7 +305,8 @@ def main(argv: list[str] | None = None) -> None:
 
     OUT.mkdir(parents=True, exist_ok=True)
     sizes = [size for size in args.sizes.split(",") if size]
-    folders = {f"{size} (made)": ensure_trace(size, args.source) for size in sizes}  # built before the quiet wait
+    # built before the quiet wait
+    folders = {f"{size} (made)": (ensure_trace(size, args.source), parse_size(size)) for size in sizes}
     checkout = baseline_checkout(args.baseline) if args.baseline else None
     user_python()  # made before the quiet wait
     load_before = wait_for_quiet(args.settle)
@@ -302,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         meter, ours_cpu = CpuMeter(), 0.0
         report: dict[str, Any] = {"command": "python bench/run.py " + " ".join(argv or sys.argv[1:]), "rows": []}
         if args.small:
-            rows, cpu = bench_traces({f"{name} ({what})": SHARED_TRACES / name for name, what in SMALL.items()},
+            rows, cpu = bench_traces({f"{name} ({what})": (SHARED_TRACES / name, None) for name, what in SMALL.items()},
                                      args.rounds, small_ingests)
             report["rows"] += rows
             ours_cpu += cpu
