@@ -145,9 +145,9 @@ def test_parallel_groups_job_communicates_in_forward_backward_and_optimizer(para
         optimizer = [e for e in spans if e["name"] == "Optimizer.step#SGD.step"]
         in_backward = [c for c in calls if any(_contains(b, c) for b in backward)]
         in_optimizer = [c for c in calls if any(_contains(o, c) for o in optimizer)]
-        # Per step: 1 forward TP all-reduce; backward: 1 TP (input gradient) + 4 DP (one per parameter), async;
-        # the optimizer step: 1 TP (the squared gradient norm).
-        assert (len(calls), len(in_backward), len(in_optimizer)) == (14, 10, 2)
+        # Per step: forward: 1 TP all-reduce, then 1 DP (the loss); backward: 1 TP (input gradient) + 4 DP (one per
+        # parameter), async; the optimizer step: 1 TP (the squared gradient norm).
+        assert (len(calls), len(in_backward), len(in_optimizer)) == (16, 10, 2)
         assert sorted(c["args"]["Concrete Inputs"][4] for c in in_backward) == ["False"] * 2 + ["True"] * 8
         # Each call's collective runs as a gloo:all_reduce range on a gloo worker thread, not the caller's.
         runs = [e for e in spans if e["name"] == "gloo:all_reduce"]

@@ -307,7 +307,8 @@ class TensorParallelMLP(nn.Module):
 
 def profile_parallel_groups_job(out_url: str, *, run_id: str = PARALLEL_GROUPS_RUN_ID, steps: int = 4) -> None:
     """Run a 4-rank tensor x data parallel job on gloo: two process groups per rank, made with ``new_group``
-    and described "TP" ([0, 1], [2, 3]) and "DP" ([0, 2], [1, 3]). Forward and backward all-reduce over TP;
+    and described "TP" ([0, 1], [2, 3]) and "DP" ([0, 2], [1, 3]). Forward and backward all-reduce over TP, and the
+    loss over DP after the forward (to log its mean over the replicas);
     backward all-reduces gradients over DP asynchronously, as each is accumulated, and waits for them in the
     optimizer step, which also all-reduces the squared gradient norm over TP to clip it. The last two of
     ``steps`` (at least 3) are profiled: ``<out_url>/<run_id>/rank-<r>.step<steps>.pt.trace.json.gz``."""
@@ -362,6 +363,7 @@ def _parallel_groups_rank(rank: int, world_size: int, port: int, out_url: str, r
             for _ in range(steps):
                 inputs = torch.randn(_BATCH, _FEATURES, generator=generator)
                 loss = model(inputs).square().mean()
+                dist.all_reduce(loss.detach().clone(), group=dp_group)  # the mean loss over the replicas, to log
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
