@@ -18,13 +18,14 @@ from typing import Any
 
 import duckdb
 
+from pipelines.cores import available_cores
 from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
 from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.lake import ALIAS, Lake
 from pipelines.lake.maintenance import remove_run_leftovers
 from pipelines.memory import MemoryShares
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
-from pipelines.rows import PARQUET_FORMAT, rows_query, sql_path
+from pipelines.rows import PARQUET_FORMAT, one, rows_query, sql_path
 from pipelines.scratch import scratch_dir
 from pipelines.settings import MEMORY_LIMIT, RETENTION
 from pipelines.staging.area import discard_staging, new_version, staging_url
@@ -55,7 +56,8 @@ class BuildSettings:
     """The memory limit of the run's ingest (:class:`pipelines.memory.MemoryShares`): the models get DuckDB's buffer
     (they spill to disk beyond it) and the Python functions' calls their share of it, and so does the parse."""
     threads: int | None = None
-    """DuckDB threads (default: every core this process may use)."""
+    """DuckDB threads (default: as many of the cores this process may use as the memory limit holds the run for,
+    :meth:`pipelines.memory.MemoryShares.build_threads`)."""
 
 
 class AnalysisFailed(RuntimeError):
@@ -123,6 +125,9 @@ def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str
     PROGRESS.info("  %s: building %d analysis tables", run_id, len(select & names) if select else len(names))
     started = time.perf_counter()
     shares = MemoryShares(settings.memory_limit)
+    if settings.threads is None:
+        (events,) = one(con.execute("select coalesce(sum(event_count), 0) from traces"))
+        con.execute(f"set threads = {shares.build_threads(int(events), available_cores())}").fetchall()
     try:
         marts = build_marts(con, select=select, memory=FunctionMemory(shares.function_bytes, shares.describe()))
     except (RuntimeError, duckdb.Error) as exc:
