@@ -242,29 +242,21 @@ member_matches as (
     ) = 1
 ),
 
--- Per thread and group: the thread's collectives every other member matched, and how far apart their ends were.
-first_scores as (
-    select trace_id, tid, process_group_name, count(*) as collectives, avg(end_gap_ns) as end_gap_ns
-    from (
-        select trace_id, tid, event_idx, process_group_name, max(end_gap_ns) as end_gap_ns
-        from member_matches
-        group by all
-        having count(*) = any_value(group_size) - 1
-    )
-    group by all
-),
-
--- A thread's group at a first guess: the one matched most often, then with the closest ends.
+-- A thread's group at a first guess: the one whose members matched the most of its collectives (on average over the
+-- members), then with the closest ends.
 first_guess as (
     select trace_id, tid, process_group_name
-    from first_scores
+    from member_matches
+    group by trace_id, tid, process_group_name
     qualify row_number() over (
-        partition by trace_id, tid order by collectives desc, end_gap_ns, process_group_name
+        partition by trace_id, tid
+        order by count(*) / (any_value(group_size) - 1) desc, avg(end_gap_ns), process_group_name
     ) = 1
 ),
 
--- Scored again, counting a member's match only where the member's thread guessed the same group: a collective of
--- another group that ran at the same time on the member (same shapes, as tensor-parallel peers have) drops out.
+-- Per thread and group: the thread's collectives every other member matched, counting a member's match only where
+-- the member's thread guessed the same group (a collective of another group that ran at the same time on the
+-- member, same shapes as tensor-parallel peers have, drops out), and how far apart their ends were.
 scores as (
     select trace_id, tid, process_group_name, count(*) as collectives, avg(end_gap_ns) as end_gap_ns
     from (
@@ -289,7 +281,7 @@ thread_groups as (
     ) = 1
 ),
 
--- A thread no member's guess agrees with keeps its first guess.
+-- A thread whose members' guesses all differ from its own keeps its first guess.
 gloo_collective_groups as (
     select
         gloo_collectives.trace_id, gloo_collectives.event_idx,
