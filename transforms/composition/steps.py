@@ -56,8 +56,8 @@ class BuildSettings:
     """The memory limit of the run's ingest (:class:`pipelines.memory.MemoryShares`): the models get DuckDB's buffer
     (they spill to disk beyond it) and the Python functions' calls their share of it, and so does the parse."""
     threads: int | None = None
-    """DuckDB threads (default: as many of the cores this process may use as the memory limit holds the run for,
-    :meth:`pipelines.memory.MemoryShares.build_threads`)."""
+    """The cores DuckDB may use (default: every core this process may use), of which the analysis tables take as
+    many as the memory limit holds the run for (:meth:`pipelines.memory.MemoryShares.build_threads`)."""
 
 
 class AnalysisFailed(RuntimeError):
@@ -125,9 +125,9 @@ def _build(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, version: str
     PROGRESS.info("  %s: building %d analysis tables", run_id, len(select & names) if select else len(names))
     started = time.perf_counter()
     shares = MemoryShares(settings.memory_limit)
-    if settings.threads is None:
-        (events,) = one(con.execute("select coalesce(sum(event_count), 0) from traces"))
-        con.execute(f"set threads = {shares.build_threads(int(events), available_cores())}").fetchall()
+    (events,) = one(con.execute("select coalesce(sum(event_count), 0) from traces"))
+    threads = shares.build_threads(int(events), settings.threads or available_cores())
+    con.execute(f"set threads = {threads}").fetchall()
     try:
         marts = build_marts(con, select=select, memory=FunctionMemory(shares.function_bytes, shares.describe()))
     except (RuntimeError, duckdb.Error) as exc:
