@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -93,28 +95,55 @@ MEMORY_CHECKS: dict[str, str] = {
 
 SPANS = (
     "select hash(pid, tid) as track, ts_ns as start, ts_ns + dur_ns as end from ({events})"
-    " where ts_ns is not null and dur_ns > 0"
+    " where ts_ns is not null and dur_ns > 0 order by track, start, \"end\" desc"
 )
 """Over ``events``, the union of the complete events' ``pid, tid, ts_ns, dur_ns``: the spans
-:func:`overlapping_events` checks, each on its track (thread or stream)."""
+:func:`overlapping_events` checks, each on its track (thread or stream), in the order it walks them."""
+SPAN_BATCH_ROWS = 1 << 20
+"""Spans :func:`overlapping_events` holds at once (24 MiB, and a few times that while it checks them)."""
 
 
-def overlapping_events(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    """How many of these events (of positive duration; ``track`` tells threads and streams apart) a trace viewer
-    drops: taken by start (the longer first at one start), each must end within the innermost event still open at
-    its start, or it overlaps that event without nesting in it and is dropped, as Perfetto's slice tracker does.
+class _OpenSpans(NamedTuple):
+    """Perfetto's stack of one track's open events (outermost first): those that later events may nest in."""
 
-    Most tracks nest properly, which :func:`_nests` checks with sorts and binary searches; only the others are
-    walked one event at a time.
+    start: np.ndarray
+    end: np.ndarray
+
+
+_NONE_OPEN = _OpenSpans(np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def overlapping_events(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> int:
+    """How many events (of positive duration) a trace viewer drops, over ``(track, start, end)`` batches in
+    :data:`SPANS` order (by track, start, the longer first): each event must end within the innermost event still
+    open at its start, or it overlaps that event without nesting in it and is dropped, as Perfetto's slice tracker
+    does.
+
+    One batch is held at a time, with its track's events still open before it: a trace of any size is checked in
+    bounded memory. Most batches nest properly, which :func:`_nests` checks with sorts and binary searches; only
+    the others are walked one event at a time.
     """
-    if not len(start):
-        return 0
-    by_track = np.lexsort((start, track))  # events come mostly in time order: a cheap sort
     dropped = 0
-    for rows in np.split(by_track, np.flatnonzero(np.diff(track[by_track])) + 1):
-        if not _nests(start[rows], end[rows]):
-            dropped += _dropped_by_viewer(start[rows], end[rows])
+    track, open_spans = None, _NONE_OPEN
+    for tracks, start, end in batches:
+        for rows in np.split(np.arange(len(tracks)), np.flatnonzero(np.diff(tracks)) + 1):
+            if not len(rows):
+                continue
+            if tracks[rows[0]] != track:
+                track, open_spans = tracks[rows[0]], _NONE_OPEN
+            count, open_spans = _walk(open_spans, start[rows], end[rows])
+            dropped += count
     return dropped
+
+
+def _walk(open_spans: _OpenSpans, start: np.ndarray, end: np.ndarray) -> tuple[int, _OpenSpans]:
+    """The events of one track's batch (in :data:`SPANS` order) that the viewer drops, given the events open before
+    them, and the events open after them."""
+    starts, ends = np.concatenate([open_spans.start, start]), np.concatenate([open_spans.end, end])
+    if _nests(starts, ends):  # none dropped; those still open at the last start stay open, outermost first
+        still_open = ends > start[-1]
+        return 0, _OpenSpans(starts[still_open], ends[still_open])
+    return _dropped_by_viewer(open_spans, start, end)
 
 
 def _nests(start: np.ndarray, end: np.ndarray) -> bool:
@@ -137,19 +166,20 @@ def _nests(start: np.ndarray, end: np.ndarray) -> bool:
     return bool((open_after_start == open_before_end).all())
 
 
-def _dropped_by_viewer(start: np.ndarray, end: np.ndarray) -> int:
-    """Perfetto's slice tracker over one track: the events it drops for overlapping the innermost open one."""
-    by_start = np.lexsort((np.arange(len(start)), start - end, start))
+def _dropped_by_viewer(open_spans: _OpenSpans, start: np.ndarray, end: np.ndarray) -> tuple[int, _OpenSpans]:
+    """Perfetto's slice tracker over one track's batch (in :data:`SPANS` order) from the events open before it: the
+    events it drops, and those open after it."""
     dropped = 0
-    open_ends: list[int] = []  # innermost last
-    for begin, finish in zip(start[by_start].tolist(), end[by_start].tolist(), strict=True):
-        while open_ends and open_ends[-1] <= begin:
-            open_ends.pop()
-        if open_ends and open_ends[-1] < finish:
+    stack = list(zip(open_spans.start.tolist(), open_spans.end.tolist(), strict=True))  # innermost last
+    for begin, finish in zip(start.tolist(), end.tolist(), strict=True):
+        while stack and stack[-1][1] <= begin:
+            stack.pop()
+        if stack and stack[-1][1] < finish:
             dropped += 1
         else:
-            open_ends.append(finish)
-    return dropped
+            stack.append((begin, finish))
+    starts, ends = zip(*stack, strict=True) if stack else ((), ())
+    return dropped, _OpenSpans(np.array(starts, np.int64), np.array(ends, np.int64))
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")

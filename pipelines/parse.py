@@ -26,6 +26,7 @@ from pipelines.checks import (
     CODES,
     DROPPED_CODES,
     MEMORY_CHECKS,
+    SPAN_BATCH_ROWS,
     SPANS,
     bad_time_counts,
     message,
@@ -380,9 +381,10 @@ class _EventLoader:
         )
         with self._con.cursor() as cur:
             found = one(cur.execute(f"select {counts} from {memory}"))
-            spans = cur.execute(SPANS.format(events=complete_events)).fetchnumpy()
+            spans = cur.execute(SPANS.format(events=complete_events)).fetch_record_batch(SPAN_BATCH_ROWS)
+            self.counts["overlapping_events"] += overlapping_events(
+                tuple(column.to_numpy() for column in batch.columns) for batch in spans)
         self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
-        self.counts["overlapping_events"] += overlapping_events(spans["track"], spans["start"], spans["end"])
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:

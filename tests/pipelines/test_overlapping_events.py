@@ -17,7 +17,9 @@ from pathlib import Path
 
 import duckdb
 import fsspec
+import numpy as np
 
+from pipelines.checks import overlapping_events
 from pipelines.identity import TraceFile
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 
@@ -95,3 +97,25 @@ def test_the_shared_mtia_trace(shared_traces: Path, tmp_path: Path) -> None:
 
     assert expected > 0
     assert overlapping(parsed) == expected
+
+
+def test_batches_of_any_size_count_as_one_walk() -> None:
+    """The check holds one batch of spans at a time (a trace of any size in bounded memory): cut anywhere, even
+    inside a track or between events of one start, it counts what one walk of each whole track does."""
+    rng = np.random.default_rng(7)
+    spans = []
+    for track in range(4):
+        start = 0
+        for _ in range(300):  # nested runs, touching and identical events, and overlaps
+            start += int(rng.integers(0, 4))
+            spans.append((track, start, start + int(rng.integers(1, 12))))
+    spans.sort(key=lambda span: (span[0], span[1], -span[2]))
+    tracks, starts, ends = (np.array(column, np.int64) for column in zip(*spans, strict=True))
+    expected = sum(_dropped_by_perfetto([
+        {"ph": "X", "pid": 0, "tid": track, "ts": start / 1000, "dur": (end - start) / 1000}
+        for track, start, end in spans if track == t]) for t in range(4))
+
+    for size in (1, 2, 7, 300, len(spans)):
+        batches = [(tracks[i:i + size], starts[i:i + size], ends[i:i + size]) for i in range(0, len(spans), size)]
+        assert overlapping_events(batches) == expected
+    assert expected > 0
