@@ -46,7 +46,7 @@ def _baseline_line(check: RunCheck) -> str:
 def _print_table(check: RunCheck) -> None:
     print(_baseline_line(check) if check.baseline_run_id else f"{check.run_id} (job {check.job!r})")
     print_table(["metric", "baseline", "run", "change", "noise", "verdict"], _metric_rows(check), footer=False)
-    if check.baseline_run_id and not check.passed and check.behind.height:
+    if check.baseline_run_id and not check.passed and check.behind is not None and check.behind.height:
         print(f"What got slower from {check.baseline_run_id} to {check.run_id}, time per rank-step "
               "(run_comparison; tracelake compare lists it all):")
         name = pl.col("name")
@@ -61,7 +61,7 @@ def _print_table(check: RunCheck) -> None:
 def _as_json(check: RunCheck) -> dict[str, Any]:
     return {"run_id": check.run_id, "job": check.job, "baseline_run_id": check.baseline_run_id,
             "max_regression_ratio": check.max_regression_ratio, "passed": check.passed,
-            "metrics": check.metrics, "behind": check.behind.to_dicts()}
+            "metrics": check.metrics, "behind": check.behind.to_dicts() if check.behind is not None else []}
 
 
 def run_check(

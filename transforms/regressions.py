@@ -12,18 +12,19 @@ table's place, and the comparison from the two runs' own files.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from pipelines.lake.fleet_views import read_current_fleet_views
 from pipelines.lake.lake import ALIAS
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.rows import sql_path
-from transforms.compare import compare_runs
 from transforms.units import format_change
+
+if TYPE_CHECKING:  # polars is imported on use: an ingest's verdict (top=0) never looks behind it
+    import polars as pl
 
 DEFAULT_MAX_REGRESSION = 0.05
 BEHIND_KINDS = ("kernel", "op", "collective")  # what a slower step is made of, from run_comparison
@@ -46,8 +47,9 @@ class RunCheck:
     max_regression_ratio: float
     metrics: list[dict[str, Any]]
     """The run's ``run_regressions`` rows (the metrics asked for), worst change first."""
-    behind: pl.DataFrame = field(default_factory=pl.DataFrame)
-    """``run_comparison`` rows that got slower (kernels, ops, collectives), the largest of each kind first."""
+    behind: pl.DataFrame | None = None
+    """``run_comparison`` rows that got slower (kernels, ops, collectives), the largest of each kind first; None where
+    not looked up (no baseline, or ``top=0``)."""
 
     @property
     def regressions(self) -> list[dict[str, Any]]:
@@ -106,6 +108,10 @@ def scope_to_job(con: duckdb.DuckDBPyConnection, job: str, also: str | None = No
 def _behind(con: duckdb.DuckDBPyConnection, baseline: str, run_id: str, top: int) -> pl.DataFrame:
     """What got slower from ``baseline`` to ``run_id``: the ``top`` largest slowdowns of each kind in
     :data:`BEHIND_KINDS`, largest first."""
+    import polars as pl
+
+    from transforms.compare import compare_runs
+
     table = compare_runs(con, baseline, run_id)
     slower = table.filter(pl.col("kind").is_in(BEHIND_KINDS) & (pl.col("delta_per_step_ns") > 0))
     return (slower.sort("delta_per_step_ns", descending=True).group_by("kind", maintain_order=True).head(top)
@@ -154,5 +160,5 @@ def check_run(
 
     rows.sort(key=lambda row: (-worse(row), row["metric"]))
     chosen = rows[0]["baseline_run_id"] if rows else baseline
-    behind = _behind(con, chosen, run_id, top) if chosen and top else pl.DataFrame()
+    behind = _behind(con, chosen, run_id, top) if chosen and top else None
     return RunCheck(run_id, job, chosen, baseline is not None, max_regression, rows, behind)
