@@ -375,10 +375,12 @@ class _EventLoader:
         """Checks over whole tables, once they are written (``MEMORY_CHECKS``, ``overlapping_events``)."""
         memory = sql_path(parsed.table_files["memory_events"])
         counts = ", ".join(f"count(*) filter (where {condition})" for condition in MEMORY_CHECKS.values())
-        complete_events = " union all ".join(
-            [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files[table])}" for table in SLICE_TABLES]
-            + [f"select pid, tid, ts_ns, dur_ns from {sql_path(parsed.table_files['other_events'])} where ph = 'X'"]
-        )
+        # One scan of every file, not a UNION ALL of one scan per file: DuckDB 1.5's sort of a union ran out of its
+        # buffer where that of one scan spills (the 8.2 GB trace's 22 M spans within 512 MiB).
+        other = parsed.table_files["other_events"]
+        files = ", ".join(sql_path(parsed.table_files[table]) for table in (*SLICE_TABLES, "other_events"))
+        complete_events = (f"select pid, tid, ts_ns, dur_ns from read_parquet([{files}], union_by_name = true, "
+                           f"filename = true) where filename <> {sql_path(other)} or ph = 'X'")
         with self._con.cursor() as cur:
             found = one(cur.execute(f"select {counts} from {memory}"))
             spans = cur.execute(SPANS.format(events=complete_events)).fetch_record_batch(SPAN_BATCH_ROWS)

@@ -119,3 +119,20 @@ def test_batches_of_any_size_count_as_one_walk() -> None:
         batches = [(tracks[i:i + size], starts[i:i + size], ends[i:i + size]) for i in range(0, len(spans), size)]
         assert overlapping_events(batches) == expected
     assert expected > 0
+
+
+def test_complete_events_kept_in_other_events_count_and_others_do_not(tmp_path: Path) -> None:
+    """Complete events of a category no other table takes are checked like the rest (``other_events``); an event
+    without ``ph`` that would overlap is not a complete event."""
+    thread = {"pid": 1, "tid": 1, "cat": "unknown_cat"}
+    events = [{"ph": "X", "name": "a", **thread, "ts": 100, "dur": 50},
+              {"ph": "X", "name": "b", **thread, "ts": 120, "dur": 50},
+              {"name": "no_ph", **thread, "ts": 125, "dur": 500}]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+
+    parsed = parse(path, tmp_path / "work")
+
+    assert overlapping(parsed) == 1
+    names = duckdb.sql(f"select name from read_parquet('{parsed.table_files['other_events']}') order by name")
+    assert names.fetchall() == [("a",), ("b",), ("no_ph",)]
