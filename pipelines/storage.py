@@ -72,6 +72,12 @@ class S3Access:
         return out
 
 
+S3_CALL_ATTEMPTS = 2
+"""Tries of each s3fs call that times out or breaks off mid-read (s3fs's default: 5), each of which botocore tries
+twice (``max_attempts``): on an endpoint that accepts connections and never answers, an ingest waited out 15
+timeouts before its error (7.5 min at the default timeout), now 6."""
+
+
 def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return fsspec options for ``url``: explicit ``options`` win over the AWS environment.
 
@@ -99,6 +105,8 @@ def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict
 def filesystem(url: str, options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
     """Return ``(filesystem, path)`` for a local path or fsspec URL."""
     fs, path = url_to_fs(url, **storage_options_for(url, options))
+    if url.startswith(("s3://", "s3a://")):
+        fs.retries = S3_CALL_ATTEMPTS  # an attribute of s3fs's instances, not an option of its constructor
     return fs, path.rstrip("/") or path
 
 
