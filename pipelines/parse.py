@@ -383,7 +383,7 @@ class _EventLoader:
                            f"filename = true) where filename <> {sql_path(other)} or ph = 'X'")
         with self._con.cursor() as cur:
             found = one(cur.execute(f"select {counts} from {memory}"))
-            spans = cur.execute(SPANS.format(events=complete_events)).fetch_record_batch(SPAN_BATCH_ROWS)
+            spans = cur.execute(SPANS.format(events=complete_events)).to_arrow_reader(SPAN_BATCH_ROWS)
             self.counts["overlapping_events"] += overlapping_events(
                 tuple(column.to_numpy() for column in batch.columns) for batch in spans)
         self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
