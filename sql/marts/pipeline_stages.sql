@@ -97,29 +97,11 @@ windows as (
     semi join p2p using (trace_id, step)
 ),
 
--- The step's time under computation. int_compute_busy's intervals are disjoint: the time computing before an
--- instant is busy_before_ns of the last interval starting at or before it plus that interval's part before it,
--- and a span's time under computation is that at its end less that at its start.
-computed as (
-    select
-        windows.trace_id,
-        windows.step,
-        coalesce(at_end.busy_before_ns + least(windows.end_ns, at_end.end_ns) - at_end.start_ns, 0)
-            - coalesce(at_start.busy_before_ns + least(windows.start_ns, at_start.end_ns) - at_start.start_ns, 0)
-            as compute_ns
-    from windows
-    asof left join int_compute_busy as at_end
-        on at_end.trace_id = windows.trace_id
-        and at_end.on_device = windows.on_device
-        and at_end.start_ns <= windows.end_ns
-    asof left join int_compute_busy as at_start
-        on at_start.trace_id = windows.trace_id
-        and at_start.on_device = windows.on_device
-        and at_start.start_ns <= windows.start_ns
-),
-
--- Sends/receives and waits of the step, clipped to it and merged.
+-- Sends/receives and waits of the step, clipped to it and merged, and the step itself.
 spans as (
+    select 'step' as kind, trace_id, step, start_ns, end_ns
+    from windows
+    union all
     select 'send_recv' as kind, p2p.trace_id, p2p.step, greatest(p2p.start_ns, windows.start_ns) as start_ns,
         least(p2p.end_ns, windows.end_ns) as end_ns
     from p2p
@@ -156,7 +138,9 @@ merged as (
     group by kind, trace_id, step, island
 ),
 
--- Of the merged spans (inside the step), the time under computation, as for computed.
+-- Of the step and its merged spans, the time under computation. int_compute_busy's intervals are disjoint: the time
+-- computing before an instant is busy_before_ns of the last interval starting at or before it plus that interval's
+-- part before it, and a span's time under computation is that at its end less that at its start.
 hidden as (
     select
         merged.kind,
@@ -191,10 +175,10 @@ select
     windows.rank,
     windows.step,
     chain.stage,
-    coalesce(computed.compute_ns, 0)::bigint as compute_ns,
+    coalesce(computed.hidden_ns, 0)::bigint as compute_ns,
     coalesce(send_recv.exposed_ns, 0)::bigint as send_recv_ns,
     coalesce(wait.exposed_ns, 0)::bigint as wait_ns,
-    1 - coalesce(computed.compute_ns, 0) / nullif(windows.step_ns, 0) as bubble_ratio,
+    1 - coalesce(computed.hidden_ns, 0) / nullif(windows.step_ns, 0) as bubble_ratio,
     case when pipelines.consistent and pipelines.microbatches > 0 and pipelines.stages > 1
         then (pipelines.stages - 1) / (pipelines.microbatches + pipelines.stages - 1)
     end as ideal_bubble_ratio,
@@ -209,9 +193,10 @@ left join chain
 left join pipelines
     on pipelines.run_id = windows.run_id
     and pipelines.step = windows.step
-left join computed
+left join hidden as computed
     on computed.trace_id = windows.trace_id
     and computed.step = windows.step
+    and computed.kind = 'step'
 left join exposed as send_recv
     on send_recv.trace_id = windows.trace_id
     and send_recv.step = windows.step
