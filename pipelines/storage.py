@@ -73,9 +73,9 @@ class S3Access:
 
 
 S3_CALL_ATTEMPTS = 2
-"""Tries of each s3fs call that times out or breaks off mid-read (s3fs's default: 5), each of which botocore tries
-twice (``max_attempts``): on an endpoint that accepts connections and never answers, an ingest waited out 15
-timeouts before its error (7.5 min at the default timeout), now 6."""
+"""Tries of each s3fs call that times out or breaks off mid-read (s3fs's default: 5), each of which botocore makes up
+to three requests (``max_attempts`` 2: retries after the first): on an endpoint that accepts connections and never
+answers, an ingest waited out 15 timeouts before its error (7.5 min at the default timeout), now 6."""
 
 
 def storage_options_for(url: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
