@@ -7,9 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from types import FrameType
 
 from dagster_project.home import dagster_home
+
+SHUTDOWN_GRACE_S = 20
+"""How long ``dagster dev`` may take to stop its webserver, daemon and code server after a stop signal before they
+are killed (seen: still up 60 s after its daemon had shut down, on a loaded machine)."""
 
 
 def _local(url: str) -> str:
@@ -45,20 +50,30 @@ def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int
     # Its own process group: a stop signal reaches dagster dev, its webserver and its code server alike.
     process = subprocess.Popen(command, env=env, start_new_session=True)
 
+    stopped_at: list[float] = []  # when the first stop signal came
+
     def stop(signum: int, _frame: FrameType | None) -> None:
+        stopped_at.append(time.monotonic())
         os.killpg(process.pid, signal.SIGINT)  # dagster dev shuts its children down on SIGINT
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        try:
-            code = process.wait()
-        except KeyboardInterrupt:
-            code = process.wait()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=20)
+        code = _wait_for(process, stopped_at)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # whatever outlived the shutdown
-        return 0 if code in (0, -signal.SIGINT, 130) else code
+        return 0 if stopped_at or code in (0, -signal.SIGINT, 130) else code
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _wait_for(process: subprocess.Popen[bytes], stopped_at: list[float]) -> int:
+    """``process``'s exit code; once a stop signal came (``stopped_at``), its process group gets
+    :data:`SHUTDOWN_GRACE_S` to exit, then is killed."""
+    while True:
+        try:
+            return process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if stopped_at and time.monotonic() - stopped_at[0] > SHUTDOWN_GRACE_S:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
