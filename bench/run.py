@@ -5,7 +5,7 @@ time from start to exit, CPU seconds and peak RSS of the process and its childre
 
 - ``--small``: the shared ``nccl_rank0_of_2`` (one 750 KB trace, 40k events) against HTA's load of it, and the
   tiny two-trace run ``simple_add`` (2 x 25 KB); ours with the Dagster record (the default) and without
-  (``--no-record``).
+  (``--no-record``); and the floor under any ingest of a run into a DuckLake (:mod:`bench.floor`).
 - ``--sizes 234MB,…``: traces built once by :mod:`bench.make_trace` (cached under ``bench/out/traces``) against
   HTA's load where it fits in the memory available (about 5x the trace), with CPU seconds per GB: the size sweep
   ``--sizes 234MB,1GB,2GB,8GB``.
@@ -209,9 +209,13 @@ def alternate(rounds: int, commands: dict[str, Any], label: str) -> dict[str, li
 
 
 def summarize(timed: dict[str, list[Timed]]) -> dict[str, Any]:
-    """Medians per command; ours (any command but HTA's) split where its progress lines appear."""
-    return {name: median_of(runs, None if name == "HTA" else [breakdown(r) for r in runs])
+    """Medians per command; our ingests split where their progress lines appear."""
+    return {name: median_of(runs, [breakdown(r) for r in runs] if _is_ingest(runs) else None)
             for name, runs in timed.items()}
+
+
+def _is_ingest(runs: list[Timed]) -> bool:
+    return any(_PARSED.search(line) for _, line in runs[0].lines)
 
 
 def _commands(trace_dir: Path, ingests: list[Ingest], hta: bool, **options: Any) -> dict[str, Any]:
@@ -262,6 +266,22 @@ def bench_shared(rounds: int, ingests: list[Ingest]) -> tuple[list[dict[str, Any
         rows.append({"trace": f"shared traces, --jobs {jobs}", **summarize(timed)})
         cpu += cpu_of(timed)
     return rows, cpu
+
+
+def bench_floor(rounds: int, scratch: Path) -> tuple[list[dict[str, Any]], float]:
+    """:mod:`bench.floor` (DuckDB, DuckLake's attach and one commit of as many tables as a run holds; nothing of
+    tracelake) on a new lake and on one holding the tables already."""
+    from pipelines.tables import RAW_TABLES
+    from transforms.models import discover_models
+
+    tables = str(len(RAW_TABLES) + sum(model.layer == "marts" for model in discover_models().values()))
+    script = [user_python(), str(ROOT / "bench" / "floor.py")]
+    new_lake, held = scratch / "floor-new", scratch / "floor-held"
+    run_timed([*script, str(held), tables, "--fresh"])  # untimed: makes the tables
+    timed = alternate(rounds, {"new lake": lambda: run_timed([*script, str(new_lake), tables, "--fresh"]),
+                               "lake holding the tables": lambda: run_timed([*script, str(held), tables])}, "floor")
+    return [{"trace": f"floor: no trace, one DuckLake commit of {tables} tables (bench/floor.py)", **summarize(timed)}], \
+        cpu_of(timed)
 
 
 def render(report: dict[str, Any]) -> str:
@@ -325,6 +345,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.small:
             rows, cpu = bench_traces({f"{name} ({what})": (SHARED_TRACES / name, None) for name, what in SMALL.items()},
                                      args.rounds, small_ingests)
+            report["rows"] += rows
+            ours_cpu += cpu
+            rows, cpu = bench_floor(args.rounds, Path(scratch))
             report["rows"] += rows
             ours_cpu += cpu
         rows, cpu = bench_traces(folders, args.rounds, ingests)
