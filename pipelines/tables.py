@@ -106,6 +106,7 @@ _TYPED_COLUMNS: dict[str, str] = {
     args."Module Hierarchy" as module_hierarchy,
     args.kernel_backend as kernel_backend,
     args.kernel_hash as kernel_hash,
+    try_cast(args.stream as bigint) as stream,
     args."Device" as device,{_COLLECTIVE},
     args."Global rank start" as global_rank_start,
     args."Global rank stride" as global_rank_stride""",
@@ -315,7 +316,8 @@ RAW_TABLES: dict[str, RawTable] = {
     "runtime_calls": RawTable("one row per CUDA/HIP/XPU/MTIA runtime or driver call (cudaLaunchKernel, ...), with its "
                               "correlation id"),
     "cpu_ops": RawTable("one row per host operator (cat cpu_op): ATen ops and record_function ranges, with input "
-                        "shapes and record_param_comms args"),
+                        "shapes and record_param_comms args", {
+        "stream": "the GPU stream a torch.compile (Inductor) kernel launch names in its args; null for other ops"}),
     "annotations": RawTable("one row per user annotation (record_function: ProfilerStep#N, DataLoader, nccl:*) and "
                             "GPU user annotation"),
     "python_functions": RawTable("one row per Python function event (with_stack=True / with_modules=True)"),
@@ -350,3 +352,7 @@ RAW_TABLES: dict[str, RawTable] = {
 }
 """Every raw table a run's ingest writes: the event tables, then those made from the trace's other keys, then the
 run's own. The one registry of raw tables: the parse, the commit, ``tracelake tables`` and Dagster's assets read it."""
+
+ADDED_COLUMNS: dict[str, dict[str, str]] = {"traces": {"in_analysis": "BOOLEAN"}, "cpu_ops": {"stream": "BIGINT"}}
+"""Raw columns added since a lake's first version, with their types: a run staged or committed before one existed
+reads it as null (as DuckLake reads a table's files older than a column), so models may use them on any run."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.rows import one, sql_path
-from pipelines.tables import RAW_TABLES
+from pipelines.tables import ADDED_COLUMNS, RAW_TABLES
 from transforms import critical_path, op_tree, step_segments
 from transforms.checks import CheckResult, run_checks
 from transforms.graph import chain_lengths, readers, run_order
@@ -87,7 +87,8 @@ def register_run_tables(
     ``files`` (table → Parquet URLs), or, without them, over the run's committed files in the lake attached to
     ``con`` (found in its catalog, not by listing every run's), and then returns the snapshot they are of.
 
-    The traces ``traces.in_analysis`` leaves out (a rank claimed twice) are left out of every view but ``traces`` and
+    Columns added since the run was written (:data:`pipelines.tables.ADDED_COLUMNS`) read as null. The traces
+    ``traces.in_analysis`` leaves out (a rank claimed twice) are left out of every view but ``traces`` and
     ``quality_issues``, so that the models never count a rank's steps twice."""
     snapshot = None
     if files is None:
@@ -98,19 +99,26 @@ def register_run_tables(
                 listed = "[" + ", ".join(sql_path(url) for url in files[table]) + "]"
                 source = f"select * from read_parquet({listed}, union_by_name = true)"
                 con.execute(f"create or replace view {table} as {source}").fetchall()
-    _leave_out_excluded_traces(con)
+    views = {row[0] for row in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
+    _add_missing_columns(con, views)
+    _leave_out_excluded_traces(con, views)
     return snapshot
 
 
-def _leave_out_excluded_traces(con: duckdb.DuckDBPyConnection) -> None:
-    columns = {row[0] for row in con.execute("describe traces").fetchall()}
-    if "in_analysis" not in columns:  # a version staged before the column existed: every trace is in
-        return
+def _add_missing_columns(con: duckdb.DuckDBPyConnection, views: set[str]) -> None:
+    for table in views & ADDED_COLUMNS.keys():
+        have = {row[0] for row in con.execute(f"describe {table}").fetchall()}
+        missing = [f"null::{kind} as {column}" for column, kind in ADDED_COLUMNS[table].items() if column not in have]
+        if missing:
+            con.execute(f"alter view {table} rename to {table}_as_written").fetchall()
+            con.execute(f"create view {table} as select *, {', '.join(missing)} from {table}_as_written").fetchall()
+
+
+def _leave_out_excluded_traces(con: duckdb.DuckDBPyConnection, views: set[str]) -> None:
     (excluded,) = one(con.execute("select list(trace_id) from traces where in_analysis = false"))
     if not excluded:
         return
     listed = "[" + ", ".join(sql_path(trace_id) for trace_id in excluded) + "]"
-    views = {row[0] for row in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
     for table in views & set(RAW_TABLES) - {"traces", "quality_issues"}:
         con.execute(f"alter view {table} rename to all_{table}").fetchall()
         con.execute(f"create view {table} as select * from all_{table} where not list_contains({listed}, trace_id)"

@@ -1,6 +1,10 @@
--- One row per GPU-timeline event that HTA 0.5.0 analyses as "stream != -1": kernels, memcpy, memset (typed by
--- int_kernels_classified) and cuda_sync rows that carry a stream (Stream Sync, Stream Wait Event; typed by HTA's
--- get_kernel_type: names containing "Sync" are OTHER, "Stream Wait Event" is COMPUTATION).
+-- One row per event that HTA 0.5.0 analyses as GPU-timeline ("stream != -1"): kernels, memcpy, memset (typed by
+-- int_kernels_classified), cuda_sync rows that carry a stream (Stream Sync, Stream Wait Event) and host ops whose
+-- args name a stream: torch.compile's Inductor records each Triton kernel launch as a cpu_op with the kernel's
+-- stream, and HTA counts that host time as time on the stream (a GPU busy time no kernel had; gpu_metrics and
+-- gpu_utilization_timeline count kernels only). The last two are typed by HTA's get_kernel_type on the name, as
+-- int_kernels_classified types kernels: names containing "Sync" are OTHER, "Stream Wait Event" and Triton
+-- launches COMPUTATION.
 -- HTA's window filter: with two or more ProfilerSteps, an event with a correlation id is kept only when a kept
 -- runtime call (int_hta_runtime) has that correlation; an event without one counts as a CPU row and is kept when
 -- it starts before the last step. Times are HTA's integer µs relative to the trace base, computed as HTA computes
@@ -10,6 +14,19 @@
 -- source: holistictraceanalysis 0.5.0 hta/common/trace.py, hta/utils/utils.py::get_kernel_type; see ANCHORS.md §2.1-2.2
 with
 
+other_stream_events as (
+    select
+        run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation, event_idx,
+        'gpu_syncs' as source_table
+    from gpu_syncs
+    union all
+    select
+        run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, null as correlation, event_idx,
+        'cpu_ops' as source_table
+    from cpu_ops
+    where stream is not null
+),
+
 device_events as (
     select
         run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation, kernel_type,
@@ -17,12 +34,15 @@ device_events as (
     from int_kernels_classified
     union all by name
     select
-        run_id, trace_id, rank, device, stream, name, cat, ts_ns, dur_ns, end_ns, correlation,
-        -- a sync row is never communication nor memory (Stream Sync, Event Sync, Context Sync: OTHER)
-        if(contains(name, 'Sync'), 'OTHER', 'COMPUTATION') as kernel_type,
-        event_idx,
-        'gpu_syncs' as source_table
-    from gpu_syncs
+        *,
+        case
+            when name like 'nccl%Kernel%' then 'COMMUNICATION'
+            when starts_with(name, 'Memcpy') or starts_with(name, 'Memset') or starts_with(name, 'dma') then 'MEMORY'
+            when not (contains(name, 'Memcpy') or starts_with(name, 'Memset') or contains(name, 'Sync'))
+                then 'COMPUTATION'
+            else 'OTHER'
+        end as kernel_type
+    from other_stream_events
 ),
 
 launched as (

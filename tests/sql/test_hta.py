@@ -382,6 +382,38 @@ def test_zero_length_states_and_zero_overlap_match_hta(tmp_path):
     assert overlap["overlap_ratio"] == ta.get_comm_comp_overlap(visualize=False).iloc[0]["comp_comm_overlap_pctg"] == 0
 
 
+def test_inductor_launch_ops_count_as_stream_time_as_in_hta(tmp_path):
+    """torch.compile's Inductor records each Triton kernel launch as a cpu_op whose args name the kernel's stream;
+    HTA counts such a host op as time on that stream (``stream != -1``), so the HTA marts do too, while the raw
+    kernels hold only the kernel."""
+    import sys
+
+    from hta.trace_analysis import TraceAnalysis
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from diag_fixtures import cpu_op, kernel, launch, write_trace
+
+    triton = "triton_poi_fused_add_cos_0"
+    inductor_launch = {**cpu_op(triton, 10, 40, 2), "args": {"External id": 2, "stream": 0, "kernel_backend": "triton"}}
+    events = [cpu_op("aten::mm", 0, 5, 1), launch(1, 2, 1), kernel("gemm", 20, 10, 1),
+              inductor_launch, launch(45, 2, 3), kernel(triton, 100, 10, 3)]
+    folder = tmp_path / "inductor"
+    write_trace(folder, 0, 1, events)
+    lake = Lake(str(tmp_path / "lake"))
+    (run,) = discover_runs(str(folder))
+    ingest_run(run, lake, select={"temporal_breakdown", "kernel_type_breakdown"})
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    ta = TraceAnalysis(trace_dir=str(folder))
+
+    con = open_lake(lake.url)
+    assert con.sql("select name, stream from cpu_ops order by ts_ns").fetchall() == [("aten::mm", None), (triton, 0)]
+    assert con.sql("select count(*) from kernels").fetchall() == [(2,)]
+    (ours,) = mart_rows(lake, "temporal_breakdown", "inductor", "rank-0.json")
+    assert ours["compute_ns"] == 50_000  # the launch op's 40 µs (the gemm runs inside them) and the Triton kernel's 10
+    assert_temporal_breakdown(ta, [ours])
+    assert_kernel_type_breakdown(ta, mart_rows(lake, "kernel_type_breakdown", "inductor", "rank-0.json"))
+
+
 def test_full_launch_queue_ties_and_float_residues(tmp_path):
     """A hand-built trace with worked-out numbers. Stream 7: 1030 kernels launched 1 µs apart, then run 1 µs apart
     from 2000 µs: lengths 1..1030 then 1029..0 (mean and median 515); the length is 1024 or more from the 1024th
