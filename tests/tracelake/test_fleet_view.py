@@ -57,7 +57,7 @@ def fleet_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _write_run(root / "traces" / job / f"run{n}", hours_later=hour, stretch=stretch)
     for n, name in enumerate(SINGLES):
         _write_run(root / "traces" / name, hours_later=100 + n, stretch=1 + n / 20)
-    assert ingest(str(root / "traces"), str(root / "lake"), record=False) == 0
+    assert ingest(str(root / "traces"), str(root / "lake"), jobs=2, record=False) == 0
     return root / "lake"
 
 
