@@ -25,6 +25,7 @@ from transforms.composition.ingest import ingest_run
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
 
 from tests.conftest import SHARED_TRACES as TRACES
+from tests.sql.diag_fixtures import cpu_op, kernel, launch, memory_op, write_trace
 
 HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches",
              "queue_length_summary", "memory_bw_summary"}
@@ -345,16 +346,24 @@ def test_ns_resolution_trace_matches_hta(case, ns_lake):
     assert ours == {k: v * 1000 for k, v in zip(ref_df["kernel_type"], ref_df["sum"], strict=False)}
 
 
+def hand_built(tmp_path: Path, name: str, events: list[dict], select: set[str]):
+    """``events`` as rank 0's trace in ``tmp_path/name``, ingested with the marts ``select``: the lake, and HTA's
+    TraceAnalysis of the same file."""
+    from hta.trace_analysis import TraceAnalysis
+
+    folder = tmp_path / name
+    write_trace(folder, 0, 1, events)
+    lake = Lake(str(tmp_path / "lake"))
+    (run,) = discover_runs(str(folder))
+    ingest_run(run, lake, select=select)
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    return lake, TraceAnalysis(trace_dir=str(folder))
+
+
 def test_zero_length_states_and_zero_overlap_match_hta(tmp_path):
     """Where HTA reports 0 so do we: a MEMORY copy of 0 µs and a communication kernel ending as a computation one
     starts give kernel types of 0 µs; communication that never overlaps computation gives an overlap of 0, not NaN.
     A hand-built trace with few enough edges that HTA's sorts keep ties in order (see int_hta_type_segments)."""
-    import sys
-
-    from hta.trace_analysis import TraceAnalysis
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from diag_fixtures import cpu_op, kernel, launch, write_trace
 
     nccl = "ncclKernel_AllReduce_RING_LL_Sum_float"
     events = [
@@ -365,13 +374,7 @@ def test_zero_length_states_and_zero_overlap_match_hta(tmp_path):
         launch(7, 2, 4), kernel("gemm", 50, 10, 4),
         launch(9, 2, 5), kernel("Memcpy HtoD (Pageable -> Device)", 70, 0, 5, stream=11),
     ]
-    folder = tmp_path / "zero_states"
-    write_trace(folder, 0, 1, events)
-    lake = Lake(str(tmp_path / "lake"))
-    (run,) = discover_runs(str(folder))
-    ingest_run(run, lake, select={"kernel_type_breakdown", "comm_comp_overlap"})
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    ta = TraceAnalysis(trace_dir=str(folder))
+    lake, ta = hand_built(tmp_path, "zero_states", events, {"kernel_type_breakdown", "comm_comp_overlap"})
 
     rows = mart_rows(lake, "kernel_type_breakdown", "zero_states", "rank-0.json")
     assert {r["kernel_type"] for r in rows if r["total_ns"] == 0} == {
@@ -386,24 +389,12 @@ def test_inductor_launch_ops_count_as_stream_time_as_in_hta(tmp_path):
     """torch.compile's Inductor records each Triton kernel launch as a cpu_op whose args name the kernel's stream;
     HTA counts such a host op as time on that stream (``stream != -1``), so the HTA marts do too, while the raw
     kernels hold only the kernel."""
-    import sys
-
-    from hta.trace_analysis import TraceAnalysis
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from diag_fixtures import cpu_op, kernel, launch, write_trace
 
     triton = "triton_poi_fused_add_cos_0"
     inductor_launch = {**cpu_op(triton, 10, 40, 2), "args": {"External id": 2, "stream": 0, "kernel_backend": "triton"}}
     events = [cpu_op("aten::mm", 0, 5, 1), launch(1, 2, 1), kernel("gemm", 20, 10, 1),
               inductor_launch, launch(45, 2, 3), kernel(triton, 100, 10, 3)]
-    folder = tmp_path / "inductor"
-    write_trace(folder, 0, 1, events)
-    lake = Lake(str(tmp_path / "lake"))
-    (run,) = discover_runs(str(folder))
-    ingest_run(run, lake, select={"temporal_breakdown", "kernel_type_breakdown"})
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    ta = TraceAnalysis(trace_dir=str(folder))
+    lake, ta = hand_built(tmp_path, "inductor", events, {"temporal_breakdown", "kernel_type_breakdown"})
 
     con = open_lake(lake.url)
     assert con.sql("select name, stream from cpu_ops order by ts_ns").fetchall() == [("aten::mm", None), (triton, 0)]
@@ -423,12 +414,6 @@ def test_full_launch_queue_ties_and_float_residues(tmp_path):
     memset lasts 1 µs; DtoH 0.1 and 0.2 overlapping: 0.1, 0.3, 0.2, then exactly 0, where HTA's float64 sum
     leaves 2.8e-17 and counts it."""
     import statistics
-    import sys
-
-    from hta.trace_analysis import TraceAnalysis
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from diag_fixtures import kernel, launch, memory_op, write_trace
 
     queue_depth = 1030
     events = [e for i in range(queue_depth) for e in (launch(i, 0.5, i + 1), kernel("gemm", 2000 + i, 1, i + 1))]
@@ -440,13 +425,7 @@ def test_full_launch_queue_ties_and_float_residues(tmp_path):
     for corr, (name, ts, dur, stream, gbps) in enumerate(copies, start=6001):
         events += [launch(ts - 20, 1, corr, "cudaMemsetAsync" if name.startswith("Memset") else "cudaMemcpyAsync"),
                    memory_op(name, ts, dur, corr, stream, gbps)]
-    folder = tmp_path / "queues"
-    write_trace(folder, 0, 1, events)
-    lake = Lake(str(tmp_path / "lake"))
-    (run,) = discover_runs(str(folder))
-    ingest_run(run, lake, select={"queue_length_summary", "memory_bw_summary"})
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    ta = TraceAnalysis(trace_dir=str(folder))
+    lake, ta = hand_built(tmp_path, "queues", events, {"queue_length_summary", "memory_bw_summary"})
 
     queues = {r["stream"]: r for r in mart_rows(lake, "queue_length_summary", "queues", "rank-0.json")}
     full = queues[7]
