@@ -7,6 +7,9 @@
 -- records no CPU ops writes it) gets one step 0 spanning its runtime calls and device activity, where tb_plugin
 -- keeps its empty sentinel step [sys.maxsize, -sys.maxsize - 1] and reports a negative step and no utilization.
 -- Runtime here means the legacy `Runtime` category only, as in 0.4.3 (so modern traces keep their host ranges).
+-- Deliberate difference: the steps are the host's ProfilerStep#N ranges only (the raw steps table). Recent PyTorch
+-- also writes a gpu_user_annotation ProfilerStep#N on the GPU timeline, which tb_plugin takes as a second step of
+-- that number (a range of a few µs after the step: step names repeat, and its per-step views mix the two).
 -- grain: run_id, trace_id, step
 -- source: torch-tb-profiler 0.4.3 event_parser.py StepParser (parse_steps, _find_device_steps, _update_steps_duration); ANCHORS.md §3.3
 with
