@@ -24,9 +24,12 @@ PARSE_BUFFER_MAX_BYTES = 512 << 20
 # numpy and Arrow memory the allocator has not returned yet, DuckDB's allocations outside its buffer).
 BUILD_BUFFER_SHARE = 0.5
 FUNCTION_SHARE = 0.35
-# What each DuckDB thread building the analysis tables holds beyond what spills, per event of the run: its operators'
-# state grows with the events it sees. Measured on made traces: 8.3 M events built on two threads within 221 MiB fail
-# and on one pass; 33 M events within 555 MiB fail on two and pass on one (13-17 bytes); a margin on top.
+# What each DuckDB thread building the analysis tables holds beyond what spills: its operators' own state (hash
+# tables' partitions, sort and window buffers), then per event of the run, as their state grows with the events it
+# sees. Measured on made traces: 8.3 M events built on two threads within 221 MiB fail and on one pass; 33 M events
+# within 555 MiB fail on two and pass on one (13-17 bytes an event); 850 k events within 126 MiB fail on two one build
+# in six (in int_op_nodes or int_critical_path_graph) and pass on one six in six (~60 MiB a thread). A margin on top.
+BUILD_BYTES_PER_THREAD = 64 << 20
 BUILD_BYTES_PER_EVENT_PER_THREAD = 20
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -75,8 +78,8 @@ class MemoryShares:
 
     def build_threads(self, events: int, cores: int) -> int:
         """DuckDB threads for the analysis tables of a run of ``events``: as many of ``cores`` as the buffer holds
-        each thread's share of the run for, at least one."""
-        per_thread = max(1, events) * BUILD_BYTES_PER_EVENT_PER_THREAD
+        each thread's own state and share of the run for, at least one."""
+        per_thread = BUILD_BYTES_PER_THREAD + events * BUILD_BYTES_PER_EVENT_PER_THREAD
         return max(1, min(cores, self.build_buffer_bytes // per_thread))
 
     def describe(self) -> str:
