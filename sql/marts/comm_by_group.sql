@@ -13,7 +13,7 @@
 -- it has one, else null (one row per step and phase for those). The 1F1B schedule of torch.distributed.pipelining
 -- issues a micro-batch's gradient send/recv outside autograd's ranges and its own annotations, so they count as
 -- forward there.
--- grain: run_id, rank, step, process_group, phase
+-- grain: run_id, rank, step, process_group, phase, trace_id
 -- source: HTA 0.5.0 get_comm_comp_overlap (communication under computation kernels), per group, phase and step
 -- column: process_group: Process Group Name (pg_name of distributedInfo.pg_config); null where the trace does not say
 -- column: phase: forward, backward or optimizer
@@ -24,6 +24,7 @@
 -- column: exposed_ns: communication time not hidden under computation
 -- column: bytes: message bytes
 -- column: exposed_step_ratio: exposed_ns / the step's duration (int_steps)
+-- column: trace_id: the trace of the step (a rank's trace files may each number their steps from 0)
 with
 
 -- group_key stands for the group in joins: null (not known) is a group of its own.
@@ -110,7 +111,8 @@ select
     (communication.communication_ns - coalesce(hidden.hidden_ns, 0))::bigint as exposed_ns,
     counted.bytes::bigint as bytes,
     least((communication.communication_ns - coalesce(hidden.hidden_ns, 0))
-        / nullif(int_steps.end_ns - int_steps.start_ns, 0), 1.0) as exposed_step_ratio
+        / nullif(int_steps.end_ns - int_steps.start_ns, 0), 1.0) as exposed_step_ratio,
+    counted.trace_id
 from counted
 join communication using (trace_id, step, group_key, phase)
 left join hidden using (trace_id, step, group_key, phase)

@@ -7,21 +7,24 @@
 -- belongs to the step whose host range (int_steps) holds its start. A forward call run again in backward, as
 -- activation checkpointing recomputes, counts in hardware_flops only: a call inside int_phase_ranges' backward that
 -- records autograd history (a Sequence number; the backward's own ops record none).
--- step_ns: int_steps. achieved_tflops_per_s = model_flops / step_ns. dtype: the element type holding most of the
+-- step_ns: the step's range (int_steps) to the end of the device work its launches queued, where that is later: the
+-- host can finish launching a step before the GPU has run it (a trace without ProfilerStep#N, whose one step is the
+-- host's range, or a host running ahead), and the host's range alone then overstates MFU. achieved_tflops_per_s = model_flops / step_ns. dtype: the element type holding most of the
 -- step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8). peak_tflops_per_s: the dense peak of the trace's GPU
 -- (deviceProperties.name, int_gpu_peaks) for that dtype (bf16 and fp16 share the tensor-core rate, fp32 the
 -- non-tensor-core rate). mfu_ratio = achieved_tflops_per_s / peak_tflops_per_s: null without a known peak (CPU
 -- traces, unknown GPUs). hardware_flops: model_flops plus recomputed FLOPs (HFU's numerator).
--- grain: run_id, rank, step
+-- grain: run_id, rank, step, trace_id
 -- source: MFU as PaLM (Chowdhery et al. 2022, appendix B) defines it; FLOPs from op_perf (TraceLens' model, torch with_flops)
 -- column: model_flops: FLOPs of the step's matrix products, recomputation left out
--- column: step_ns: the step's duration
+-- column: step_ns: the step's duration, to the end of the device work it launched
 -- column: achieved_tflops_per_s: model_flops / step time, TFLOP/s
 -- column: peak_tflops_per_s: the GPU's dense peak for dtype, TFLOP/s (vendor data sheet)
 -- column: dtype: element type of most of the step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8)
 -- column: mfu_ratio: achieved / peak (null without a known peak)
 -- column: hardware_flops: model_flops plus forward work recomputed in backward
 -- column: gpu_model: the GPU whose peak applies
+-- column: trace_id: the trace of the step (a rank's trace files may each number their steps from 0)
 with
 
 matrix_shapes as (
@@ -90,11 +93,23 @@ per_step as (
     group by all
 ),
 
+-- The last end of the device work launched from within each step's host range.
+launched_ends as (
+    select int_steps.trace_id, int_steps.step, max(launches.gpu_end_ns) as device_end_ns
+    from int_launches as launches
+    asof join int_steps
+        on int_steps.trace_id = launches.trace_id
+        and int_steps.host_start_ns <= launches.cpu_ts_ns
+    where launches.cpu_ts_ns < int_steps.host_end_ns
+    group by all
+),
+
 -- Every step of a trace with matrix products has a row, one without any counting 0 FLOPs.
 step_windows as (
     select int_steps.run_id, int_steps.trace_id, int_steps.rank, int_steps.step,
-        int_steps.end_ns - int_steps.start_ns as step_ns
+        greatest(int_steps.end_ns, launched_ends.device_end_ns) - int_steps.start_ns as step_ns
     from int_steps
+    left join launched_ends using (trace_id, step)
     semi join calls using (trace_id)
 ),
 
@@ -129,5 +144,6 @@ select
     dtype,
     achieved_tflops_per_s / peak_tflops_per_s as mfu_ratio,
     hardware_flops,
-    gpu_model
+    gpu_model,
+    trace_id
 from rated

@@ -67,24 +67,26 @@ def _train(folder: Path, recompute: bool) -> list[int]:
     return per_step
 
 
-def _gemm_step_trace(folder: Path, device_name: str, dtype: str) -> None:
-    """One step of 1000 µs on a GPU named ``device_name``: an aten::mm of two 4096 x 4096 ``dtype`` matrices
-    (2 x 4096^3 FLOPs) launching its kernel."""
+def _gemm_step_trace(folder: Path, device_name: str, dtype: str, *, file: str = "rank-0.json", at_us: int = 1000,
+                     step: bool = True, kernel_us: int = 700) -> None:
+    """One step of 1000 µs from ``at_us`` on a GPU named ``device_name`` (without ``step``, no ProfilerStep#N: the
+    trace is one step): an aten::mm of two 4096 x 4096 ``dtype`` matrices (2 x 4096^3 FLOPs) launching its kernel,
+    which starts 200 µs into the step and runs ``kernel_us``."""
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 1000,
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": at_us, "dur": 1000,
          "args": {"External id": 1}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1100, "dur": 50,
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": at_us + 100, "dur": 50,
          "args": {"External id": 2, "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [dtype, dtype],
                   "Sequence number": 7}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1110, "dur": 10,
-         "args": {"External id": 2, "correlation": 9}},
-        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": 1200, "dur": 700,
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at_us + 110,
+         "dur": 10, "args": {"External id": 2, "correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": at_us + 200, "dur": kernel_us,
          "args": {"External id": 2, "correlation": 9, "device": 0, "stream": 7}},
     ]
-    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}], "traceEvents": events,
-             "baseTimeNanoseconds": BASE_NS}
-    folder.mkdir(parents=True)
-    (folder / "rank-0.json").write_text(json.dumps(trace))
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}],
+             "traceEvents": events if step else events[1:], "baseTimeNanoseconds": BASE_NS}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / file).write_text(json.dumps(trace))
 
 
 # GPU name -> (dtype of the GEMM, dense peak in TFLOP/s from the vendor's data sheet)
@@ -107,16 +109,23 @@ def mfu(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict[str, list[
     torch_flops = {run: _train(src / run, recompute=run == "checkpointed") for run in ("plain", "checkpointed")}
     for i, (name, (dtype, _)) in enumerate(GPUS.items()):
         _gemm_step_trace(src / f"gpu{i}", name, dtype)
+    # the host launches the GEMM in 150 µs and the trace ends; its kernel runs 2000 µs more
+    _gemm_step_trace(src / "gpu_behind", "NVIDIA H100 80GB HBM3", "c10::BFloat16", step=False, kernel_us=2000)
+    # one rank profiled twice, each profiler numbering its steps from the same number
+    for file, at_us in (("rank-0.a.json", 1000), ("rank-0.b.json", 50_000)):
+        _gemm_step_trace(src / "two_windows", "NVIDIA H100 80GB HBM3", "c10::BFloat16", file=file, at_us=at_us)
     lake = tmp_path_factory.mktemp("mfu_lake")
     build_lake(src, lake, {"step_mfu"})
     rows: dict[str, dict[int, dict]] = {}
     for row in read_mart(lake, "step_mfu"):
-        rows.setdefault(row["run_id"], {})[row["step"]] = row
-    return rows, torch_flops
+        if row["run_id"] != "two_windows":
+            rows.setdefault(row["run_id"], {})[row["step"]] = row
+    two_windows = [row for row in read_mart(lake, "step_mfu") if row["run_id"] == "two_windows"]
+    return rows, torch_flops, two_windows
 
 
 def test_model_flops_per_step_are_torchs_count(mfu) -> None:
-    rows, torch_flops = mfu
+    rows, torch_flops, _ = mfu
     assert sorted(rows["plain"]) == [1, 2] and len(torch_flops["plain"]) == 2
     for step, flops in zip((1, 2), torch_flops["plain"], strict=False):
         row = rows["plain"][step]
@@ -130,7 +139,7 @@ def test_model_flops_per_step_are_torchs_count(mfu) -> None:
 def test_recomputation_is_hardware_flops_only(mfu) -> None:
     """torch counts every GEMM it ran, the checkpointed block's forward twice: that is hardware FLOPs; the model
     did the plain run's work."""
-    rows, torch_flops = mfu
+    rows, torch_flops, _ = mfu
     for step, flops in zip((1, 2), torch_flops["checkpointed"], strict=False):
         row = rows["checkpointed"][step]
         assert row["hardware_flops"] == flops
@@ -140,7 +149,7 @@ def test_recomputation_is_hardware_flops_only(mfu) -> None:
 
 @pytest.mark.parametrize("index", range(len(GPUS)))
 def test_mfu_against_each_gpus_dense_peak(mfu, index: int) -> None:
-    rows, _ = mfu
+    rows, _, _ = mfu
     name, (dtype, peak) = list(GPUS.items())[index]
     (row,) = rows[f"gpu{index}"].values()
     flops = 2 * 4096**3
@@ -153,3 +162,19 @@ def test_mfu_against_each_gpus_dense_peak(mfu, index: int) -> None:
     else:
         assert row["peak_tflops_per_s"] == pytest.approx(peak), name
         assert row["mfu_ratio"] == pytest.approx(achieved / peak), name
+
+
+def test_a_step_lasts_until_the_device_work_it_launched_ends(mfu) -> None:
+    """Without ProfilerStep#N the one step is the host's range (150 µs of launching): the GEMM's 2000 µs kernel ends
+    2100 µs after the step started, and the step's time runs until then, so MFU stays below the peak."""
+    rows, _, _ = mfu
+    (row,) = rows["gpu_behind"].values()
+    assert row["step_ns"] == 2_100_000
+    assert row["mfu_ratio"] == pytest.approx(2 * 4096**3 / 2_100_000 / 1000 / 989.4)
+
+
+def test_steps_numbered_alike_in_two_traces_of_a_rank_are_rows_of_each(mfu) -> None:
+    _, _, two_windows = mfu
+    assert sorted((row["rank"], row["step"]) for row in two_windows) == [(0, 1), (0, 1)]
+    assert len({row["trace_id"] for row in two_windows}) == 2
+    assert {row["model_flops"] for row in two_windows} == {2 * 4096**3}
