@@ -11,17 +11,21 @@
 --     bytes = input + weight + bias + output.
 --   elementwise: TraceLens' unary list (copy, clamp_min/max, sigmoid, rsqrt, silu, neg, pow, in-place too):
 --     |input| FLOPs, input and output bytes; binary list (add, mul, div, in-place, sigmoid/threshold_backward):
---     |broadcast output| FLOPs, both inputs and the output.
+--     |broadcast output| FLOPs, both inputs and the output (typed as a third tensor argument, out=, where there is
+--     one, else as the wider of two tensors, else as the first argument).
 --   NORM (layer_norm, batch_norm and their native_ ops): 6·C + 5·E training (batch_norm in eval: 6·C + 2·E);
 --     bytes = E in and out + C per weight, bias, mean, variance (and 2 running stats when training).
 -- Bytes per element from the `Input type` names as TraceLens' name2bpe (double/long int 8; float/int/scalar 4;
--- half/bfloat16 2; float8/char 1). profiler_flops keeps the profiler's own `flops` arg where the trace has one.
+-- half/bfloat16 2; float8, packed float4 pairs, char 1; other names, bool among them, unsized: a shape with such a
+-- call has null bytes). profiler_flops keeps the profiler's own `flops` arg where the trace has one.
 -- Deliberate differences from TraceLens: GEMM and convolution FLOPs leave out the bias add, as torch's own count
 -- (with_flops) does, so that ours equal torch's for every op torch counts (but add/mul whose first input is the
 -- smaller of a broadcast: torch counts that input's elements, not the output's); the added tensor of addmm/baddbmm is
 -- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is; an
 -- op folded into a same-name caller (add.Scalar forwarding to add.Tensor) is one call, as torch counts it, where
--- TraceLens counts two (and their FLOPs twice).
+-- TraceLens counts two (and their FLOPs twice). Where TraceLens' bytes are off, ours count what the op moves: a
+-- convolution's bias (TraceLens looks for it as the third of three Input Dims; aten::convolution has nine) and no
+-- absent weight or bias of a norm (TraceLens takes an empty shape for a tensor).
 -- Ops outside these families, or with shapes or concrete inputs the formulas cannot read, have no row.
 -- An op and the op it calls both have rows (aten::linear and its addmm, matmul and its mm/bmm, attention and its
 -- flash op, conv2d down to _convolution), each with the same FLOPs: a run's FLOPs are
@@ -69,8 +73,8 @@ ops as (
     where nodes.tree = 'torch' and not nodes.merged_into_parent
 ),
 
--- Sizes every family reads: element counts of the first four arguments (an empty shape is a scalar: 1) and the
--- first argument's bytes per element.
+-- Sizes every family reads: element counts of the first four arguments (an empty shape is a scalar: 1) and each
+-- argument's bytes per element (null for a type name outside TraceLens' name2bpe, as there: bool, old traces' long).
 sized as (
     select
         *,
@@ -79,13 +83,14 @@ sized as (
         coalesce(list_aggregate(d[3], 'product'), 1) as n3,
         coalesce(len(d[3]), 0) > 0 as has_arg3,
         coalesce(len(d[4]), 0) > 0 as has_arg4,
-        case
-            when t[1] in ('double', 'long int') then 8
-            when t[1] in ('float', 'int', 'scalar') then 4
-            when t[1] in ('c10::half', 'c10::bfloat16') then 2
-            when t[1] in ('c10::float8_e4m3fnuz', 'c10::float8_e4m3fn', 'c10::float8_e5m2', 'c10::float8_e8m0fnu',
-                          'unsigned char', 'signed char') then 1
-        end as bpe
+        list_transform(t, type_name -> case
+            when type_name in ('double', 'long int') then 8
+            when type_name in ('float', 'int', 'scalar') then 4
+            when type_name in ('c10::half', 'c10::bfloat16') then 2
+            when type_name in ('c10::float8_e4m3fnuz', 'c10::float8_e4m3fn', 'c10::float8_e5m2',
+                               'c10::float8_e8m0fnu', 'c10::float4_e2m1fn_x2', 'unsigned char', 'signed char') then 1
+        end) as bpes,
+        bpes[1] as bpe
     from ops
     -- convolution strides/padding, attention causality and norm flags are concrete inputs: without them (traces
     -- before torch 2.x record none) those families cannot be sized
@@ -189,20 +194,17 @@ elementwise as (
         if(family = 'unary_elementwise', n1, coalesce(list_aggregate(out_dims, 'product'), 1)) as flops,
         if(
             family = 'unary_elementwise',
-            n1 * (bpe + coalesce(if(coalesce(len(d[2]), 0) > 0, bpe2, null), bpe)),
-            n1 * bpe + n2 * bpe2
-                + coalesce(list_aggregate(out_dims, 'product'), 1)
-                    * if(coalesce(len(d[1]), 0) > 0 and coalesce(len(d[2]), 0) > 0, greatest(bpe, bpe2), bpe)
+            n1 * (bpe + if(coalesce(len(d[2]), 0) > 0, bpes[2], bpe)),
+            n1 * bpe + n2 * bpes[2] + coalesce(list_aggregate(out_dims, 'product'), 1) * case
+                -- an out= tensor's type; else the wider of two tensors' types; else the first argument's
+                when has_arg3 then bpes[3]
+                when coalesce(len(d[1]), 0) > 0 and coalesce(len(d[2]), 0) > 0 then greatest(bpe, bpes[2])
+                else bpe
+            end
         ) as bytes
     from (
         select
             *,
-            case
-                when t[2] in ('double', 'long int') then 8
-                when t[2] in ('float', 'int', 'scalar') then 4
-                when t[2] in ('c10::half', 'c10::bfloat16') then 2
-                when t[2] is not null and t[2] != '' then 1
-            end as bpe2,
             -- torch broadcasting aligns shapes on the right, a missing leading dim counting 1: the i-th dims
             -- from the end pair up (the output's dims come out last first, which its product ignores)
             list_transform(
@@ -230,7 +232,7 @@ norm as (
                 d[1][2]
             ) as channels,
             family = 'layer_norm' or c[6] = 'True' as training,
-            if(family = 'layer_norm', has_arg3::int + has_arg4::int, coalesce(len(d[2]), 0) > 0 + has_arg3::int)
+            if(family = 'layer_norm', has_arg3::int + has_arg4::int, (coalesce(len(d[2]), 0) > 0)::int + has_arg3::int)
                 as weights
         from sized
         where family in ('layer_norm', 'batch_norm')
@@ -292,7 +294,8 @@ per_shape as (
         count(*) as calls,
         sum(device_total_ns)::bigint as total_device_ns,
         sum(flops)::bigint as flops,
-        sum(bytes)::bigint as bytes,
+        -- null where a call's bytes are (a type name outside name2bpe): not the bytes of some calls only
+        if(count(bytes) = count(*), sum(bytes), null)::bigint as bytes,
         any_value(family) as family,
         -- calls of one shape in several dtypes: the dtype holding most device time sets the peak (deterministic)
         arg_max(bpe, {'device_ns': device_total_ns, 'bpe': bpe}) as bytes_per_element,

@@ -81,6 +81,25 @@ def _profile_scalar_overloads(out: Path):  # -> torch.profiler.profile
     return prof
 
 
+def _profile_typed(out: Path) -> None:
+    """Calls whose bytes hang on their arguments' types: batch_norm in training with and without weight and bias,
+    a multiply of a 0-dim double by a float tensor into an out= float tensor, and adds of one shape in float and
+    in bool (a type TraceLens' name2bpe has no size for)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    x, stats = torch.randn(2, 3, 4, 4), torch.zeros(3)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.batch_norm(x, stats.clone(), stats.clone() + 1, torch.ones(3), torch.zeros(3), training=True)
+        F.batch_norm(torch.randn(2, 5, 4, 4), torch.zeros(5), torch.ones(5), training=True)
+        torch.mul(torch.tensor(2.0, dtype=torch.float64), torch.ones(125), out=torch.empty(125))
+        for dtype in (torch.float32, torch.float32, torch.bool):
+            torch.add(torch.ones(10, dtype=dtype), torch.ones(10, dtype=dtype))
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+
+
 @pytest.fixture(scope="module")
 def op_perf_rows(tmp_path_factory: pytest.TempPathFactory):
     """op_perf and op_stats_by_shape rows by mart and run, torch's FLOPs of the nested run and torch's counts of the
@@ -91,6 +110,7 @@ def op_perf_rows(tmp_path_factory: pytest.TempPathFactory):
     torch_flops = {(e.key, json.dumps(e.input_shapes)): e.flops for e in prof.key_averages(group_by_input_shape=True)}
     prof = _profile_scalar_overloads(root / "src" / "scalars" / "rank-0.pt.trace.json")
     torch_counts = {(e.key, json.dumps(e.input_shapes)): e.count for e in prof.key_averages(group_by_input_shape=True)}
+    _profile_typed(root / "src" / "typed" / "rank-0.pt.trace.json")
     build_lake(root / "src", root / "lake", {"op_perf", "op_stats_by_shape"})
     rows: dict[str, dict[str, list[dict]]] = {}
     for mart in ("op_perf", "op_stats_by_shape"):
@@ -146,3 +166,19 @@ def test_scalar_overload_is_one_call_as_torch_counts(op_perf_rows) -> None:
     perf = {r["op_name"]: r for r in rows["op_perf"]["scalars"]}
     assert perf["aten::add"]["calls"] == 6 and perf["aten::add"]["flops"] == 6
     assert perf["aten::div"]["calls"] == 3 and perf["aten::div"]["flops"] == 3 * 10 * 512 * 7 * 7
+
+
+def test_bytes_follow_each_arguments_type(op_perf_rows) -> None:
+    """Bytes as TraceLens' models count them, worked out by hand for float32 (4 bytes): batch_norm in training reads
+    and writes the input (2·E) and touches mean, variance, both running stats and, where given, weight and bias (C
+    each); a binary op writes its out= tensor in that tensor's type; a shape with a call of a type without a size
+    (bool) has no bytes rather than those of its other calls."""
+    rows = op_perf_rows[0]["op_perf"]["typed"]
+    norms = {json.loads(r["input_dims"])[0][1]: r for r in rows if r["op_name"] == "aten::batch_norm"}
+    assert norms[3]["bytes"] == (2 * 2 * 3 * 4 * 4 + 6 * 3) * 4  # weight and bias
+    assert norms[5]["bytes"] == (2 * 2 * 5 * 4 * 4 + 4 * 5) * 4  # neither
+    (mul,) = [r for r in rows if r["op_name"] == "aten::mul"]
+    assert json.loads(mul["input_dims"])[:3] == [[], [125], [125]]
+    assert mul["bytes"] == 8 + 125 * 4 + 125 * 4 and mul["flops"] == 125
+    (add,) = [r for r in rows if r["op_name"] == "aten::add" and json.loads(r["input_dims"])[:2] == [[10], [10]]]
+    assert add["calls"] == 3 and add["flops"] == 3 * 10 and add["bytes"] is None
