@@ -7,17 +7,20 @@
 -- belongs to the step whose host range (int_steps) holds its start. A forward call run again in backward, as
 -- activation checkpointing recomputes, counts in hardware_flops only: a call inside int_phase_ranges' backward that
 -- records autograd history (a Sequence number; the backward's own ops record none).
--- step_ns: the step's range (int_steps) to the end of the device work its launches queued, where that is later: the
--- host can finish launching a step before the GPU has run it (a trace without ProfilerStep#N, whose one step is the
--- host's range, or a host running ahead), and the host's range alone then overstates MFU. achieved_tflops_per_s = model_flops / step_ns. dtype: the element type holding most of the
--- step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8). peak_tflops_per_s: the dense peak of the trace's GPU
+-- step_ns: the step on the device side, by int_steps' rule (tb_plugin's) over every runtime call where int_steps
+-- applies it to the legacy `Runtime` category only: a step ends when the device work launched from its host range
+-- ends, if later, and starts when the previous step ended, if later. The host can run ahead of the GPU, by part of
+-- a step (a trace without ProfilerStep#N is one step: the host's range) or by several; its ranges alone then
+-- overstate MFU, and ranges reaching to their own device work overlap. achieved_tflops_per_s = model_flops /
+-- step_ns. dtype: the element type holding most of the step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8).
+-- peak_tflops_per_s: the dense peak of the trace's GPU
 -- (deviceProperties.name, int_gpu_peaks) for that dtype (bf16 and fp16 share the tensor-core rate, fp32 the
 -- non-tensor-core rate). mfu_ratio = achieved_tflops_per_s / peak_tflops_per_s: null without a known peak (CPU
 -- traces, unknown GPUs). hardware_flops: model_flops plus recomputed FLOPs (HFU's numerator).
 -- grain: run_id, rank, step, trace_id
 -- source: MFU as PaLM (Chowdhery et al. 2022, appendix B) defines it; FLOPs from op_perf (TraceLens' model, torch with_flops)
 -- column: model_flops: FLOPs of the step's matrix products, recomputation left out
--- column: step_ns: the step's duration, to the end of the device work it launched
+-- column: step_ns: the step's duration on the device side
 -- column: achieved_tflops_per_s: model_flops / step time, TFLOP/s
 -- column: peak_tflops_per_s: the GPU's dense peak for dtype, TFLOP/s (vendor data sheet)
 -- column: dtype: element type of most of the step's matrix FLOPs (fp64, fp32, bf16, fp16, fp8)
@@ -104,12 +107,23 @@ launched_ends as (
     group by all
 ),
 
--- Every step of a trace with matrix products has a row, one without any counting 0 FLOPs.
-step_windows as (
-    select int_steps.run_id, int_steps.trace_id, int_steps.rank, int_steps.step,
-        greatest(int_steps.end_ns, launched_ends.device_end_ns) - int_steps.start_ns as step_ns
+-- Each step's reach (its end, or its device work's); a step ends at the furthest reach so far and starts at the
+-- furthest reach before it: the running maxima unroll int_steps' end_i = max(end_i-1, reach_i).
+reaches as (
+    select int_steps.*, greatest(int_steps.end_ns, launched_ends.device_end_ns) as reach_ns
     from int_steps
     left join launched_ends using (trace_id, step)
+),
+
+-- Every step of a trace with matrix products has a row, one without any counting 0 FLOPs.
+step_windows as (
+    select
+        run_id, trace_id, rank, step,
+        max(reach_ns) over (partition by trace_id order by step_idx rows unbounded preceding)
+            - greatest(start_ns, coalesce(max(reach_ns) over (
+                partition by trace_id order by step_idx rows between unbounded preceding and 1 preceding
+            ), start_ns)) as step_ns
+    from reaches
     semi join calls using (trace_id)
 ),
 

@@ -68,23 +68,30 @@ def _train(folder: Path, recompute: bool) -> list[int]:
 
 
 def _gemm_step_trace(folder: Path, device_name: str, dtype: str, *, file: str = "rank-0.json", at_us: int = 1000,
-                     step: bool = True, kernel_us: int = 700) -> None:
-    """One step of 1000 µs from ``at_us`` on a GPU named ``device_name`` (without ``step``, no ProfilerStep#N: the
-    trace is one step): an aten::mm of two 4096 x 4096 ``dtype`` matrices (2 x 4096^3 FLOPs) launching its kernel,
-    which starts 200 µs into the step and runs ``kernel_us``."""
-    events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": at_us, "dur": 1000,
-         "args": {"External id": 1}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": at_us + 100, "dur": 50,
-         "args": {"External id": 2, "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [dtype, dtype],
-                  "Sequence number": 7}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at_us + 110,
-         "dur": 10, "args": {"External id": 2, "correlation": 9}},
-        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": at_us + 200, "dur": kernel_us,
-         "args": {"External id": 2, "correlation": 9, "device": 0, "stream": 7}},
-    ]
-    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}],
-             "traceEvents": events if step else events[1:], "baseTimeNanoseconds": BASE_NS}
+                     steps: int = 1, profiler_steps: bool = True, kernel_us: int = 700) -> None:
+    """``steps`` steps of 1000 µs from ``at_us`` on a GPU named ``device_name`` (without ``profiler_steps``, no
+    ProfilerStep#N: the trace is one step), each an aten::mm of two 4096 x 4096 ``dtype`` matrices (2 x 4096^3
+    FLOPs) launching its kernel, which runs ``kernel_us`` from 200 µs into its step or the previous kernel's end."""
+    events, kernel_end = [], 0
+    for index in range(steps):
+        start, correlation = at_us + 1000 * index, 9 + index
+        kernel_start = max(start + 200, kernel_end)
+        kernel_end = kernel_start + kernel_us
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{index + 1}", "pid": 1, "tid": 1,
+             "ts": start, "dur": 1000, "args": {"External id": 1}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": start + 100, "dur": 50,
+             "args": {"External id": 2, "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": [dtype, dtype],
+                      "Sequence number": 7}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": start + 110,
+             "dur": 10, "args": {"External id": 2, "correlation": correlation}},
+            {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": kernel_start,
+             "dur": kernel_us, "args": {"External id": 2, "correlation": correlation, "device": 0, "stream": 7}},
+        ]
+    if not profiler_steps:
+        events = [event for event in events if event["cat"] != "user_annotation"]
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}], "traceEvents": events,
+             "baseTimeNanoseconds": BASE_NS}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / file).write_text(json.dumps(trace))
 
@@ -110,7 +117,10 @@ def mfu(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict[str, list[
     for i, (name, (dtype, _)) in enumerate(GPUS.items()):
         _gemm_step_trace(src / f"gpu{i}", name, dtype)
     # the host launches the GEMM in 150 µs and the trace ends; its kernel runs 2000 µs more
-    _gemm_step_trace(src / "gpu_behind", "NVIDIA H100 80GB HBM3", "c10::BFloat16", step=False, kernel_us=2000)
+    _gemm_step_trace(src / "gpu_behind", "NVIDIA H100 80GB HBM3", "c10::BFloat16", profiler_steps=False,
+                     kernel_us=2000)
+    # three steps whose GEMMs take 2000 µs each: the host runs further ahead of the GPU at every step
+    _gemm_step_trace(src / "gpu_queued", "NVIDIA H100 80GB HBM3", "c10::BFloat16", steps=3, kernel_us=2000)
     # one rank profiled twice, each profiler numbering its steps from the same number
     for file, at_us in (("rank-0.a.json", 1000), ("rank-0.b.json", 50_000)):
         _gemm_step_trace(src / "two_windows", "NVIDIA H100 80GB HBM3", "c10::BFloat16", file=file, at_us=at_us)
@@ -171,6 +181,16 @@ def test_a_step_lasts_until_the_device_work_it_launched_ends(mfu) -> None:
     (row,) = rows["gpu_behind"].values()
     assert row["step_ns"] == 2_100_000
     assert row["mfu_ratio"] == pytest.approx(2 * 4096**3 / 2_100_000 / 1000 / 989.4)
+
+
+def test_a_host_running_ahead_times_steps_on_the_device_side(mfu) -> None:
+    """Kernels queue on the stream: step 1's ends at 3200 µs, step 2's at 5200, step 3's at 7200 (from 1000). Each
+    step runs from the previous one's end to its own kernel's end: 2200, 2000, 2000 µs, summing to the span,
+    where host ranges (1000 µs) would triple MFU and ranges reaching to their kernels would overlap."""
+    rows, _, _ = mfu
+    assert {step: row["step_ns"] for step, row in rows["gpu_queued"].items()} == {
+        1: 2_200_000, 2: 2_000_000, 3: 2_000_000}
+    assert all(row["mfu_ratio"] < 1 for row in rows["gpu_queued"].values())
 
 
 def test_steps_numbered_alike_in_two_traces_of_a_rank_are_rows_of_each(mfu) -> None:
