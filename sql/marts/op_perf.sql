@@ -4,35 +4,44 @@
 -- tflops_per_s = flops / device time, tb_per_s = bytes / device time, arithmetic_intensity = flops / bytes,
 -- bound = 'compute' when the intensity reaches the GPU's ridge point (peak FLOP/s ÷ peak bytes/s) else 'memory',
 -- peak_flops_ratio = achieved ÷ peak FLOP/s. Families and formulas follow TraceLens' performance model:
---   GEMM (aten::mm, addmm, bmm, baddbmm, matmul, linear): 2·B·M·N·K; bytes = inputs + output.
+--   GEMM (aten::mm, addmm, bmm, baddbmm, matmul, linear; AMD inference's aiter::gemm_a16w16, gemm_a16w16_atomic_
+--     and vllm::rocm_unquantized_gemm, which take linear's x [M, K], weight [N, K], bias): 2·B·M·N·K;
+--     bytes = inputs + output.
 --   SDPA (aten::scaled_dot_product_attention and its flash/efficient/cudnn kernels' ops):
 --     2·B·H·Nq·Nkv·(d_qk + d_v), halved when causal; bytes = q + k + v + output.
 --   CONV (aten::conv1d/2d/3d, convolution, _convolution): 2·|output|·|weight[1:]| (transposed: 2·|input|·…);
---     bytes = input + weight + bias + output.
+--     bytes = input + weight + bias + output. aten::convolution_backward: the forward's FLOPs for each of grad input
+--     and grad weight its output_mask asks for; bytes = grad_output + input + weight for each, and grad_output +
+--     C_out for a bias gradient.
 --   elementwise: TraceLens' unary list (copy, clamp_min/max, sigmoid, rsqrt, silu, neg, pow, in-place too):
 --     |input| FLOPs, input and output bytes; binary list (add, mul, div, in-place, sigmoid/threshold_backward):
 --     |broadcast output| FLOPs, both inputs and the output (typed as a third tensor argument, out=, where there is
 --     one, else as the wider of two tensors, else as the first argument).
---   NORM (layer_norm, batch_norm and their native_ ops): 6·C + 5·E training (batch_norm in eval: 6·C + 2·E);
---     bytes = E in and out + C per weight, bias, mean, variance (and 2 running stats when training).
+--   NORM (layer_norm, batch_norm, group_norm and their native_ ops, instance_norm): 6·C + 5·E training (batch_norm
+--     in eval and instance_norm on running stats: 6·C + 2·E; group_norm always trains, on C = input dim 1 as
+--     TraceLens); bytes = E in and out + C per weight, bias, mean, variance (and 2 running stats when training).
 -- Bytes per element from the `Input type` names as TraceLens' name2bpe (double/long int 8; float/int/scalar 4;
 -- half/bfloat16 2; float8, packed float4 pairs, char 1; other names, bool among them, unsized: a shape with such a
 -- call has null bytes). profiler_flops keeps the profiler's own `flops` arg where the trace has one.
 -- Deliberate differences from TraceLens: GEMM and convolution FLOPs leave out the bias add, as torch's own count
 -- (with_flops) does, so that ours equal torch's for every op torch counts (but add/mul whose first input is the
 -- smaller of a broadcast: torch counts that input's elements, not the output's); the added tensor of addmm/baddbmm is
--- counted at its real size (TraceLens assumes 1×N); batch_norm's training flag is read as the boolean it is; an
+-- counted at its real size (TraceLens assumes 1×N); batch_norm's training and instance_norm's use_input_stats flags
+-- are read as the booleans they are; convolution_backward counts the gradients its output_mask asks for, as torch's
+-- FlopCounterMode does (TraceLens counts grad input also where the mask skips it, as for a first layer), and a bias
+-- gradient's bytes but not its FLOPs (TraceLens looks for the bias as a tensor; bias_sizes is a list of ints); an
 -- op folded into a same-name caller (add.Scalar forwarding to add.Tensor) is one call, as torch counts it, where
 -- TraceLens counts two (and their FLOPs twice). Where TraceLens' bytes are off, ours count what the op moves: a
 -- convolution's bias (TraceLens looks for it as the third of three Input Dims; aten::convolution has nine) and no
 -- absent weight or bias of a norm (TraceLens takes an empty shape for a tensor).
 -- Ops outside these families, or with shapes or concrete inputs the formulas cannot read, have no row.
 -- An op and the op it calls both have rows (aten::linear and its addmm, matmul and its mm/bmm, attention and its
--- flash op, conv2d down to _convolution), each with the same FLOPs: a run's FLOPs are
--- sum(flops) filter (where owns_flops), the rows no op below counted again.
+-- flash op, conv2d down to _convolution, vllm::rocm_unquantized_gemm and the aiter or aten GEMM it calls), each with
+-- the same FLOPs: a run's FLOPs are sum(flops) filter (where owns_flops), the rows no op below counted again.
 -- grain: run_id, trace_id, op_name, input_dims
--- source: TraceLens (AMD-AGI/TraceLens) TraceLens/PerfModel/perf_model.py and torch_op_mapping.py; torch
--- with_flops (torch/csrc/profiler/util.cpp computeFlops)
+-- source: TraceLens (AMD-AGI/TraceLens) TraceLens/PerfModel/perf_model.py, torch_op_mapping.py and
+-- extensions/perf_model_extensions.py; torch with_flops (torch/csrc/profiler/util.cpp computeFlops) and
+-- FlopCounterMode (torch/utils/flop_counter.py)
 -- column: owns_flops: no op inside these calls counted FLOPs of the same kind of work again: sum flops over these rows
 with
 
@@ -53,13 +62,14 @@ ops as (
         shapes.profiler_flops,
         case
             when nodes.name in ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::matmul',
-                                'aten::linear') then 'GEMM'
+                                'aten::linear', 'aiter::gemm_a16w16', 'aiter::gemm_a16w16_atomic_',
+                                'vllm::rocm_unquantized_gemm') then 'GEMM'
             when nodes.name in ('aten::scaled_dot_product_attention', 'aten::_scaled_dot_product_flash_attention',
                                 'aten::_scaled_dot_product_flash_attention_for_cpu',
                                 'aten::_scaled_dot_product_efficient_attention',
                                 'aten::_scaled_dot_product_cudnn_attention') then 'SDPA'
             when nodes.name in ('aten::conv1d', 'aten::conv2d', 'aten::conv3d', 'aten::convolution',
-                                'aten::_convolution') then 'CONV'
+                                'aten::_convolution', 'aten::convolution_backward') then 'CONV'
             when nodes.name in ('aten::copy', 'aten::copy_', 'aten::clamp_min', 'aten::clamp_min_',
                                 'aten::clamp_max', 'aten::clamp_max_', 'aten::sigmoid', 'aten::rsqrt', 'aten::silu',
                                 'aten::neg', 'aten::pow') then 'unary_elementwise'
@@ -67,6 +77,8 @@ ops as (
                                 'aten::sigmoid_backward', 'aten::threshold_backward') then 'binary_elementwise'
             when nodes.name in ('aten::layer_norm', 'aten::native_layer_norm') then 'layer_norm'
             when nodes.name in ('aten::batch_norm', 'aten::native_batch_norm') then 'batch_norm'
+            when nodes.name in ('aten::group_norm', 'aten::native_group_norm') then 'group_norm'
+            when nodes.name = 'aten::instance_norm' then 'instance_norm'
         end as family
     from int_op_nodes as nodes
     join int_op_shapes as shapes using (trace_id, event_idx)
@@ -93,8 +105,9 @@ sized as (
         bpes[1] as bpe
     from ops
     -- convolution strides/padding, attention causality and norm flags are concrete inputs: without them (traces
-    -- before torch 2.x record none) those families cannot be sized
-    where family in ('GEMM', 'unary_elementwise', 'binary_elementwise') or (family is not null and c is not null)
+    -- before torch 2.x record none) those families cannot be sized (group_norm reads none)
+    where family in ('GEMM', 'unary_elementwise', 'binary_elementwise', 'group_norm')
+        or (family is not null and c is not null)
 ),
 
 gemm as (
@@ -105,7 +118,9 @@ gemm as (
     from (
         select
             *,
-            case op_name
+            -- the vendor ops take linear's arguments: x [M, K], weight [N, K], bias [N] (aiter's _atomic_ has none)
+            case if(op_name in ('aiter::gemm_a16w16', 'aiter::gemm_a16w16_atomic_', 'vllm::rocm_unquantized_gemm'),
+                    'aten::linear', op_name)
                 when 'aten::mm' then {'batch': 1, 'm': d[1][1], 'k': d[1][2], 'n': d[2][2], 'a': n1, 'b': n2, 'bias': 0}
                 when 'aten::addmm' then {'batch': 1, 'm': d[2][1], 'k': d[2][2], 'n': d[3][2], 'a': n2, 'b': n3, 'bias': n1}
                 when 'aten::bmm'
@@ -158,7 +173,7 @@ conv_args as (
         len(d[1]) - 2 as spatial,
         list_transform([4, 5, 6, 8], i -> try_cast(nullif(c[i], '') as bigint[])) as lists
     from sized
-    where family = 'CONV'
+    where family = 'CONV' and op_name != 'aten::convolution_backward'
 ),
 
 conv as (
@@ -185,6 +200,25 @@ conv as (
                 )
             ) as out_spatial
         from conv_args
+    )
+),
+
+-- convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+-- output_padding, groups, output_mask): grad_output has the forward's output shape, so each of grad input
+-- (grad_output with the weight) and grad weight (grad_output with the input) that output_mask asks for is the
+-- forward's work again and reads grad_output, input and weight; a bias gradient reads grad_output, writes C_out.
+conv_backward as (
+    select
+        * exclude (mask, forward_flops),
+        (mask[1]::int + mask[2]::int) * forward_flops as flops,
+        ((mask[1]::int + mask[2]::int) * (n1 + n2 + n3) + if(mask[3], n1 + d[1][2], 0)) * bpe as bytes
+    from (
+        select
+            *,
+            try_cast(c[11] as boolean[]) as mask,
+            2 * if(c[8] = 'True', n2, n1) * list_aggregate(list_slice(d[3], 2, len(d[3])), 'product') as forward_flops
+        from sized
+        where op_name = 'aten::convolution_backward'
     )
 ),
 
@@ -231,11 +265,15 @@ norm as (
                 list_aggregate(try_cast(c[2] as bigint[]), 'product'),
                 d[1][2]
             ) as channels,
-            family = 'layer_norm' or c[6] = 'True' as training,
-            if(family = 'layer_norm', has_arg3::int + has_arg4::int, (coalesce(len(d[2]), 0) > 0)::int + has_arg3::int)
-                as weights
+            -- batch_norm's training, instance_norm's use_input_stats
+            family in ('layer_norm', 'group_norm') or c[6] = 'True' as training,
+            if(
+                family = 'layer_norm' or op_name = 'aten::group_norm',
+                has_arg3::int + has_arg4::int,
+                (coalesce(len(d[2]), 0) > 0)::int + has_arg3::int
+            ) as weights
         from sized
-        where family in ('layer_norm', 'batch_norm')
+        where family in ('layer_norm', 'batch_norm', 'group_norm', 'instance_norm')
     )
 ),
 
@@ -254,6 +292,10 @@ modelled as (
     union all by name
     select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
         thread_no, pos, last_pos
+    from conv_backward
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
     from elementwise
     union all by name
     select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
@@ -264,8 +306,9 @@ modelled as (
 -- A call owns its FLOPs when no op below it in its thread's tree counted FLOPs of the same kind of work: a
 -- subtree is positions pos .. last_pos, so the next such call in pos order is a descendant exactly when it starts
 -- within last_pos. Kinds: matrix products (GEMM, attention, convolution: linear over addmm, matmul over mm/bmm,
--- attention over its flash kernel op or its math path's bmm, conv2d over convolution over _convolution),
--- normalization (layer_norm over native_layer_norm), elementwise. Work of another kind inside an op is its own
+-- attention over its flash kernel op or its math path's bmm, conv2d over convolution over _convolution, vendor
+-- GEMMs over the aiter or aten GEMM they call), normalization (layer_norm over native_layer_norm, group_norm over
+-- native_group_norm, instance_norm over its batch_norm), elementwise. Work of another kind inside an op is its own
 -- (the bias copy_ inside a CPU addmm, the bias add_ inside _convolution: the GEMM and CONV formulas leave it out).
 owned as (
     select
@@ -274,7 +317,7 @@ owned as (
             lead(pos) over (
                 partition by thread_no, case
                     when family in ('GEMM', 'SDPA', 'CONV') then 'matrix'
-                    when family in ('layer_norm', 'batch_norm') then 'normalization'
+                    when family in ('layer_norm', 'batch_norm', 'group_norm', 'instance_norm') then 'normalization'
                     else 'elementwise'
                 end
                 order by pos

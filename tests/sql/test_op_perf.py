@@ -9,6 +9,11 @@ TraceLens' test data): TraceLens' per-category sheets count both, torch's key_av
 Oracles: torch's own broadcasting (``torch.broadcast_shapes``) and FLOP count (``with_flops=True``,
 ``key_averages()``); bytes as TraceLens' BinaryElementwise model has them (both inputs and the output, the output
 in the wider dtype of two tensors), worked out by hand.
+
+And the families real traces showed op_perf without: CNN training's ``aten::convolution_backward`` (an MI300X
+ResNet trace; oracle: torch's ``FlopCounterMode``), group and instance norm (TraceLens' normalization test trace),
+and the vendor GEMMs of AMD inference traces (sglang's ``aiter::gemm_a16w16``, vLLM's
+``vllm::rocm_unquantized_gemm``), on a trace built by hand with the arguments those traces record.
 """
 
 from __future__ import annotations
@@ -100,6 +105,90 @@ def _profile_typed(out: Path) -> None:
     prof.export_chrome_trace(str(out))
 
 
+# convolutions run forward and backward: (input shape, input needs its gradient, weight shape, bias, keyword args)
+CONVOLUTIONS = [
+    ((2, 3, 8, 8), True, (4, 3, 3, 3), True, {"padding": 1}),  # output_mask [True, True, True]
+    ((2, 4, 6, 6), False, (6, 4, 3, 3), False, {"stride": 2}),  # a first layer: [False, True, False]
+    ((1, 4, 5, 5), True, (4, 2, 3, 3), False, {"stride": 2, "transposed": True}),  # [True, True, False]
+]
+
+
+def _run_convolutions(count: bool) -> dict[tuple[int, ...], int]:
+    """Each of CONVOLUTIONS forward and backward; with ``count``, its gradient output's shape -> torch's
+    FlopCounterMode count of its convolution_backward (not under the profiler: the mode calls each op again)."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    counts = {}
+    for x_shape, x_grad, w_shape, bias, kwargs in CONVOLUTIONS:
+        kwargs = dict(kwargs)
+        conv = F.conv_transpose2d if kwargs.pop("transposed", False) else F.conv2d
+        x = torch.randn(x_shape, requires_grad=x_grad)
+        w, b = torch.randn(w_shape, requires_grad=True), torch.randn(w_shape[0], requires_grad=True) if bias else None
+        y = conv(x, w, b, **kwargs)
+        with FlopCounterMode(display=False) if count else contextlib.nullcontext() as counter:
+            y.backward(torch.ones_like(y))
+        if count:
+            counts[tuple(y.shape)] = counter.get_flop_counts()["Global"][torch.ops.aten.convolution_backward]
+    return counts
+
+
+def _profile_conv_backward(out: Path) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        _run_convolutions(count=False)
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+
+
+def _profile_group_instance_norm(out: Path) -> None:
+    """group_norm with and without weight and bias, instance_norm on batch statistics and on running ones."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    x, ones, zeros = torch.randn(2, 6, 4, 4), torch.ones(6), torch.zeros(6)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.group_norm(x, 3, ones, zeros)
+        F.group_norm(x, 2)
+        F.instance_norm(x, weight=ones, bias=zeros)
+        F.instance_norm(x, zeros, ones, use_input_stats=False)
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+
+
+BF16 = "c10::BFloat16"
+
+
+def _vendor_gemm_trace(out: Path) -> None:
+    """AMD inference traces' GEMM ops, with the arguments they record: vLLM's rocm_unquantized_gemm (x, weight,
+    bias) calling aiter's gemm_a16w16 (x, w, bias, dtype, y, ...); sglang's gemm_a16w16 without bias; aiter's
+    gemm_a16w16_atomic_ (x, w, dtype, y, config)."""
+
+    def op(name: str, ts: int, dur: int, dims: list, types: list, concrete: list) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"External id": ts, "Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}}
+
+    events = [
+        op("vllm::rocm_unquantized_gemm", 100, 50, [[32, 2880], [5120, 2880], [5120]], [BF16] * 3, [""] * 3),
+        op("aiter::gemm_a16w16", 110, 30, [[32, 2880], [5120, 2880], [5120], [], [], [], []],
+           [BF16, BF16, BF16, "Scalar", "", "", ""], ["", "", "", "15", "", "", ""]),
+        op("aiter::gemm_a16w16", 200, 50, [[15360, 4096], [6144, 4096], [], [], [], [], []],
+           [BF16, BF16, "", "Scalar", "", "", ""], ["", "", "", "15", "", "", ""]),
+        op("aiter::gemm_a16w16_atomic_", 300, 50, [[64, 4096], [1024, 4096], [], [64, 1024], []],
+           [BF16, BF16, "Scalar", BF16, ""], ["", "", "15", "", ""]),
+    ]
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "AMD Instinct MI300X"}],
+             "traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000}
+    out.parent.mkdir(parents=True)
+    out.write_text(json.dumps(trace))
+
+
 @pytest.fixture(scope="module")
 def op_perf_rows(tmp_path_factory: pytest.TempPathFactory):
     """op_perf and op_stats_by_shape rows by mart and run, torch's FLOPs of the nested run and torch's counts of the
@@ -111,6 +200,9 @@ def op_perf_rows(tmp_path_factory: pytest.TempPathFactory):
     prof = _profile_scalar_overloads(root / "src" / "scalars" / "rank-0.pt.trace.json")
     torch_counts = {(e.key, json.dumps(e.input_shapes)): e.count for e in prof.key_averages(group_by_input_shape=True)}
     _profile_typed(root / "src" / "typed" / "rank-0.pt.trace.json")
+    _profile_conv_backward(root / "src" / "conv_backward" / "rank-0.pt.trace.json")
+    _profile_group_instance_norm(root / "src" / "norms" / "rank-0.pt.trace.json")
+    _vendor_gemm_trace(root / "src" / "vendor_gemm" / "rank-0.pt.trace.json")
     build_lake(root / "src", root / "lake", {"op_perf", "op_stats_by_shape"})
     rows: dict[str, dict[str, list[dict]]] = {}
     for mart in ("op_perf", "op_stats_by_shape"):
@@ -182,3 +274,68 @@ def test_bytes_follow_each_arguments_type(op_perf_rows) -> None:
     assert mul["bytes"] == 8 + 125 * 4 + 125 * 4 and mul["flops"] == 125
     (add,) = [r for r in rows if r["op_name"] == "aten::add" and json.loads(r["input_dims"])[:2] == [[10], [10]]]
     assert add["calls"] == 3 and add["flops"] == 3 * 10 and add["bytes"] is None
+
+
+def test_convolution_backward_is_conv_work(op_perf_rows) -> None:
+    """convolution_backward is the CONV family's (step_mfu counts it) and owns its FLOPs: each gradient output_mask
+    asks for is the forward's FLOPs again (TraceLens' grad input and grad weight), torch's FlopCounterMode count;
+    bytes by hand, float32: each gradient reads grad_output, input and weight, the bias gradient grad_output and
+    C_out."""
+    rows = op_perf_rows[0]["op_perf"]["conv_backward"]
+    ours = {tuple(json.loads(r["input_dims"])[0]): r for r in rows if r["op_name"] == "aten::convolution_backward"}
+    assert ours.keys() == (torch_counts := _run_convolutions(count=True)).keys()
+    for grad_out, row in ours.items():
+        assert row["family"] == "CONV" and row["owns_flops"], row
+        assert row["flops"] == torch_counts[grad_out], (grad_out, row["flops"])
+    # [2, 4, 8, 8] from [2, 3, 8, 8] * [4, 3, 3, 3] + bias: both gradients of 2·512·27 FLOPs, and the bias's
+    assert ours[(2, 4, 8, 8)]["flops"] == 2 * (2 * 512 * 27)
+    assert ours[(2, 4, 8, 8)]["bytes"] == (2 * (512 + 384 + 108) + 512 + 4) * 4
+    # a first layer's: the weight gradient only
+    assert ours[(2, 6, 2, 2)]["flops"] == 2 * 48 * 36 and ours[(2, 6, 2, 2)]["bytes"] == (48 + 288 + 216) * 4
+    # transposed [1, 4, 5, 5] -> [1, 2, 11, 11]: 2·|input|·|weight[1:]| per gradient
+    assert ours[(1, 2, 11, 11)]["flops"] == 2 * (2 * 100 * 18)
+    assert ours[(1, 2, 11, 11)]["bytes"] == 2 * (242 + 100 + 72) * 4
+
+
+def test_group_and_instance_norm(op_perf_rows) -> None:
+    """TraceLens' GroupNorm and InstanceNorm, by hand for [2, 6, 4, 4] float32 (E = 192, C = 6): 6·C + 5·E FLOPs
+    on batch statistics (6·C + 2·E on running ones); bytes 2·E + C per mean, variance, weight and bias given, and
+    2 running statistics on batch statistics. group_norm calls native_group_norm and instance_norm calls batch_norm:
+    the op below owns the normalization FLOPs."""
+    rows = op_perf_rows[0]["op_perf"]["norms"]
+    ours = {(r["op_name"], tuple(map(bool, json.loads(r["input_dims"])[1:5]))): r for r in rows}
+    E, C = 192, 6
+    expected = {
+        ("aten::group_norm", (False, True, True, False)): (6 * C + 5 * E, (2 * E + 6 * C) * 4, False),
+        ("aten::native_group_norm", (True, True, False, False)): (6 * C + 5 * E, (2 * E + 6 * C) * 4, True),
+        ("aten::group_norm", (False, False, False, False)): (6 * C + 5 * E, (2 * E + 4 * C) * 4, False),
+        ("aten::native_group_norm", (False, False, False, False)): (6 * C + 5 * E, (2 * E + 4 * C) * 4, True),
+        ("aten::instance_norm", (True, True, False, False)): (6 * C + 5 * E, (2 * E + 6 * C) * 4, False),
+        ("aten::instance_norm", (False, False, True, True)): (6 * C + 2 * E, (2 * E + 2 * C) * 4, False),
+    }
+    for key, (flops, nbytes, owns) in expected.items():
+        row = ours[key]
+        assert (row["flops"], row["bytes"], row["owns_flops"]) == (flops, nbytes, owns), key
+        assert row["family"] == ("group_norm" if "group" in key[0] else "instance_norm")
+    # the batch_norm inside instance_norm, over [1, 12, 4, 4], owns
+    assert {r["owns_flops"] for r in rows if r["op_name"] == "aten::native_batch_norm"} == {True}
+
+
+def test_vendor_gemms(op_perf_rows) -> None:
+    """aiter's and vLLM's GEMMs are 2·M·N·K of x [M, K] and weight [N, K] (TraceLens' gemm_a16w16 and
+    vllm_rocm_unquantized_gemm, bias add left out as for aten GEMMs); bytes x, weight, output and bias, bf16. The
+    vLLM op calling aiter's owns no FLOPs: aiter's does."""
+    rows = op_perf_rows[0]["op_perf"]["vendor_gemm"]
+    ours = {(r["op_name"], json.loads(r["input_dims"])[0][0]): r for r in rows}
+    expected = {
+        ("vllm::rocm_unquantized_gemm", 32): (32, 5120, 2880, 5120, False),
+        ("aiter::gemm_a16w16", 32): (32, 5120, 2880, 5120, True),
+        ("aiter::gemm_a16w16", 15360): (15360, 6144, 4096, 0, True),
+        ("aiter::gemm_a16w16_atomic_", 64): (64, 1024, 4096, 0, True),
+    }
+    assert ours.keys() == expected.keys()
+    for key, (m, n, k, bias, owns) in expected.items():
+        row = ours[key]
+        assert row["family"] == "GEMM" and row["owns_flops"] == owns, key
+        assert row["flops"] == 2 * m * n * k, key
+        assert row["bytes"] == (m * k + n * k + m * n + bias) * 2 and row["bytes_per_element"] == 2, key

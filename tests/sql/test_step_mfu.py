@@ -22,12 +22,15 @@ TORCH_MATRIX_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "at
 BATCH = 4
 # fc2's forward, run again in backward when its block is checkpointed: 2 x batch x 64 x 64
 RECOMPUTED_FLOPS = 2 * BATCH * 64 * 64
+# the conv's backward, which torch's with_flops leaves out: its weight gradient only (the images need none; the bias
+# gradient counts no FLOPs), the forward's 2 x |output [batch, 8, 6, 6]| x |weight[1:] [3, 3, 3]|
+CONV_BACKWARD_FLOPS = 2 * BATCH * 8 * 6 * 6 * 3 * 3 * 3
 
 
 def _train(folder: Path, recompute: bool) -> list[int]:
     """Three steps of a small CNN (conv, then three linears, the middle one in a block checkpointed when
     ``recompute``), the last two profiled; returns torch's FLOPs of the matrix products of each profiled step, in
-    order, from the profiler's own events."""
+    order, from the profiler's own events, and the conv's backward (CONV_BACKWARD_FLOPS)."""
     import torch
     from torch import nn
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -50,7 +53,7 @@ def _train(folder: Path, recompute: bool) -> list[int]:
         events = prof.events()
         # the exported trace's ProfilerStep#N ranges, which torch's events name ProfilerStep*
         for step in sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start):
-            per_step.append(sum(
+            per_step.append(CONV_BACKWARD_FLOPS + sum(
                 e.flops or 0 for e in events
                 if e.name in TORCH_MATRIX_OPS and step.time_range.start <= e.time_range.start < step.time_range.end
             ))
