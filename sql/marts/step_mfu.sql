@@ -6,7 +6,8 @@
 -- has one (with_flops=True), else op_perf's FLOPs for the call's op and shapes (its total over its calls). A call
 -- belongs to the step whose host range (int_steps) holds its start. A forward call run again in backward, as
 -- activation checkpointing recomputes, counts in hardware_flops only: a call inside int_phase_ranges' backward that
--- records autograd history (a Sequence number; the backward's own ops record none).
+-- records autograd history, itself or an op around it (a Sequence number: aten::convolution records it, not the
+-- _convolution doing the work; the backward's own ops record none, its autograd nodes record their forward's).
 -- step_ns: the step on the device side, by int_steps' rule (tb_plugin's) over every runtime call where int_steps
 -- applies it to the legacy `Runtime` category only: a step ends when the device work launched from its host range
 -- ends, if later, and starts when the previous step ended, if later. The host can run ahead of the GPU, by part of
@@ -36,6 +37,18 @@ matrix_shapes as (
     where owns_flops and family in ('GEMM', 'SDPA', 'CONV')
 ),
 
+-- The ops that record autograd history (a Sequence number), as subtrees of their thread's tree, but the autograd
+-- engine's own (evaluate_function and the nodes it runs, which carry their forward op's number).
+history_records as (
+    select nodes.thread_no, nodes.pos, nodes.last_pos
+    from int_op_nodes as nodes
+    join cpu_ops using (trace_id, event_idx)
+    where nodes.tree = 'torch'
+        and cpu_ops.sequence_number is not null
+        and not contains(nodes.name, 'autograd::')
+        and not regexp_matches(nodes.name, 'Backward\d*$')
+),
+
 calls as (
     select
         nodes.run_id,
@@ -51,16 +64,18 @@ calls as (
             when shapes.arg_types[1] = 'c10::half' then 'fp16'
             when starts_with(shapes.arg_types[1], 'c10::float8') then 'fp8'
         end as dtype,
-        cpu_ops.sequence_number is not null as records_history
+        exists (
+            select 1 from history_records
+            where history_records.thread_no = nodes.thread_no
+                and history_records.pos <= nodes.pos
+                and nodes.pos <= history_records.last_pos
+        ) as records_history
     from int_op_nodes as nodes
     join int_op_shapes as shapes using (trace_id, event_idx)
     join matrix_shapes
         on matrix_shapes.trace_id = nodes.trace_id
         and matrix_shapes.op_name = nodes.name
         and matrix_shapes.input_dims = shapes.input_dims
-    join cpu_ops
-        on cpu_ops.trace_id = nodes.trace_id
-        and cpu_ops.event_idx = nodes.event_idx
     where nodes.tree = 'torch' and not nodes.merged_into_parent
 ),
 

@@ -20,16 +20,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::F
 TORCH_MATRIX_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::conv1d", "aten::conv2d",
                     "aten::conv3d"}
 BATCH = 4
-# fc2's forward, run again in backward when its block is checkpointed: 2 x batch x 64 x 64
-RECOMPUTED_FLOPS = 2 * BATCH * 64 * 64
-# the conv's backward, which torch's with_flops leaves out: its weight gradient only (the images need none; the bias
-# gradient counts no FLOPs), the forward's 2 x |output [batch, 8, 6, 6]| x |weight[1:] [3, 3, 3]|
-CONV_BACKWARD_FLOPS = 2 * BATCH * 8 * 6 * 6 * 3 * 3 * 3
+# the conv's forward: 2 x |output [batch, 8, 6, 6]| x |weight[1:] [3, 3, 3]|; its backward, which torch's with_flops
+# leaves out, is its weight gradient only (the images need none; the bias gradient counts no FLOPs), as many
+CONV_FLOPS = CONV_BACKWARD_FLOPS = 2 * BATCH * 8 * 6 * 6 * 3 * 3 * 3
+# the conv's and fc2's forward, run again in backward when their blocks are checkpointed (fc2: 2 x batch x 64 x 64)
+RECOMPUTED_FLOPS = CONV_FLOPS + 2 * BATCH * 64 * 64
 
 
 def _train(folder: Path, recompute: bool) -> list[int]:
-    """Three steps of a small CNN (conv, then three linears, the middle one in a block checkpointed when
-    ``recompute``), the last two profiled; returns torch's FLOPs of the matrix products of each profiled step, in
+    """Three steps of a small CNN (conv, then three linears; the conv and the middle linear in blocks checkpointed
+    when ``recompute``), the last two profiled; returns torch's FLOPs of the matrix products of each profiled step, in
     order, from the profiler's own events, and the conv's backward (CONV_BACKWARD_FLOPS)."""
     import torch
     from torch import nn
@@ -41,6 +41,9 @@ def _train(folder: Path, recompute: bool) -> list[int]:
     params = [p for m in (conv, fc1, fc2, fc3) for p in m.parameters()]
     optimizer = torch.optim.SGD(params, lr=0.01)
     images, labels = torch.randn(BATCH, 3, 8, 8), torch.randint(0, 10, (BATCH,))
+
+    def conv_block(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(conv(x))
 
     def block(h: torch.Tensor) -> torch.Tensor:
         return torch.relu(fc2(h))
@@ -61,7 +64,8 @@ def _train(folder: Path, recompute: bool) -> list[int]:
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True,
                  schedule=schedule(wait=0, warmup=1, active=2), on_trace_ready=on_ready) as prof:
         for _ in range(3):
-            h = torch.relu(fc1(torch.relu(conv(images)).flatten(1)))
+            h = checkpoint(conv_block, images, use_reentrant=False) if recompute else conv_block(images)
+            h = torch.relu(fc1(h.flatten(1)))
             h = checkpoint(block, h, use_reentrant=False) if recompute else block(h)
             nn.functional.cross_entropy(fc3(h), labels).backward()
             optimizer.step()
