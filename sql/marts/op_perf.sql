@@ -8,7 +8,10 @@
 --     and vllm::rocm_unquantized_gemm, which take linear's x [M, K], weight [N, K], bias): 2·B·M·N·K;
 --     bytes = inputs + output.
 --   SDPA (aten::scaled_dot_product_attention and its flash/efficient/cudnn kernels' ops):
---     2·B·H·Nq·Nkv·(d_qk + d_v), halved when causal; bytes = q + k + v + output.
+--     2·B·H·Nq·Nkv·(d_qk + d_v), halved when causal; bytes = q + k + v + output. Their backward ops (flash, the
+--     CPU flash, efficient, cudnn; TraceLens has no FLOP model for them): FlopCounterMode's
+--     2·B·H·Nq·Nkv·(3·d_qk + 2·d_v) (q·kᵀ recomputed, grad scores, grad v, grad q, grad k), halved when causal as
+--     the forward (torch halves neither); bytes = q, k, v, output and grad_output read, grad q, k and v written.
 --   CONV (aten::conv1d/2d/3d, convolution, _convolution): 2·|output|·|weight[1:]| (transposed: 2·|input|·…);
 --     bytes = input + weight + bias + output. aten::convolution_backward: the forward's FLOPs for each of grad input
 --     and grad weight its output_mask asks for; bytes = grad_output + input + weight for each, and grad_output +
@@ -20,6 +23,10 @@
 --   NORM (layer_norm, batch_norm, group_norm and their native_ ops, instance_norm): 6·C + 5·E training (batch_norm
 --     in eval and instance_norm on running stats: 6·C + 2·E; group_norm always trains, on C = input dim 1 as
 --     TraceLens); bytes = E in and out + C per weight, bias, mean, variance (and 2 running stats when training).
+--     Their native_*_backward ops as TraceLens' BatchNormBwd/LayerNormBwd/GroupNormBwd (C: group norm's channels ÷
+--     groups), output_mask asking for grad input, weight, bias: 4·E, + 3·C in eval, + 5·E (eval 2·E) for grad
+--     input; bytes = E grad_output + E input + E grad input (training) + C invstd (training) + C weight read for a
+--     weight gradient, + C per grad weight and grad bias written (training).
 -- Bytes per element from the `Input type` names as TraceLens' name2bpe (double/long int 8; float/int/scalar 4;
 -- half/bfloat16 2; float8, packed float4 pairs, char 1; other names, bool among them, unsized: a shape with such a
 -- call has null bytes). profiler_flops keeps the profiler's own `flops` arg where the trace has one.
@@ -27,13 +34,16 @@
 -- (with_flops) does, so that ours equal torch's for every op torch counts (but add/mul whose first input is the
 -- smaller of a broadcast: torch counts that input's elements, not the output's); the added tensor of addmm/baddbmm is
 -- counted at its real size (TraceLens assumes 1×N); batch_norm's training and instance_norm's use_input_stats flags
--- are read as the booleans they are; convolution_backward counts the gradients its output_mask asks for, as torch's
--- FlopCounterMode does (TraceLens counts grad input also where the mask skips it, as for a first layer), and a bias
--- gradient's bytes but not its FLOPs (TraceLens looks for the bias as a tensor; bias_sizes is a list of ints); an
--- op folded into a same-name caller (add.Scalar forwarding to add.Tensor) is one call, as torch counts it, where
--- TraceLens counts two (and their FLOPs twice). Where TraceLens' bytes are off, ours count what the op moves: a
--- convolution's bias (TraceLens looks for it as the third of three Input Dims; aten::convolution has nine) and no
--- absent weight or bias of a norm (TraceLens takes an empty shape for a tensor).
+-- are read as the booleans they are, as are native_batch_norm_backward's train flag (TraceLens: always training) and
+-- each norm backward's output_mask (TraceLens: batch norm's grad input, batch and group norm's weight and bias always;
+-- an else on the wrong if adds eval's 2·E grad input where the mask skips grad input); convolution_backward counts
+-- the gradients its output_mask asks for, as torch's FlopCounterMode does (TraceLens counts grad input also where
+-- the mask skips it, as for a first layer), and a bias gradient's bytes but not its FLOPs (TraceLens looks for the
+-- bias as a tensor; bias_sizes is a list of ints); an op folded into a same-name caller (add.Scalar forwarding to
+-- add.Tensor) is one call, as torch counts it, where TraceLens counts two (and their FLOPs twice). Where TraceLens'
+-- bytes are off, ours count what the op moves: a convolution's bias (TraceLens looks for it as the third of three
+-- Input Dims; aten::convolution has nine) and no absent weight or bias of a norm (TraceLens takes an empty shape for
+-- a tensor).
 -- Ops outside these families, or with shapes or concrete inputs the formulas cannot read, have no row.
 -- An op and the op it calls both have rows (aten::linear and its addmm, matmul and its mm/bmm, attention and its
 -- flash op, conv2d down to _convolution, vllm::rocm_unquantized_gemm and the aiter or aten GEMM it calls), each with
@@ -67,7 +77,11 @@ ops as (
             when nodes.name in ('aten::scaled_dot_product_attention', 'aten::_scaled_dot_product_flash_attention',
                                 'aten::_scaled_dot_product_flash_attention_for_cpu',
                                 'aten::_scaled_dot_product_efficient_attention',
-                                'aten::_scaled_dot_product_cudnn_attention') then 'SDPA'
+                                'aten::_scaled_dot_product_cudnn_attention',
+                                'aten::_scaled_dot_product_flash_attention_backward',
+                                'aten::_scaled_dot_product_flash_attention_for_cpu_backward',
+                                'aten::_scaled_dot_product_efficient_attention_backward',
+                                'aten::_scaled_dot_product_cudnn_attention_backward') then 'SDPA'
             when nodes.name in ('aten::conv1d', 'aten::conv2d', 'aten::conv3d', 'aten::convolution',
                                 'aten::_convolution', 'aten::convolution_backward') then 'CONV'
             when nodes.name in ('aten::copy', 'aten::copy_', 'aten::clamp_min', 'aten::clamp_min_',
@@ -75,9 +89,12 @@ ops as (
                                 'aten::neg', 'aten::pow') then 'unary_elementwise'
             when nodes.name in ('aten::div', 'aten::div_', 'aten::mul', 'aten::mul_', 'aten::add', 'aten::add_',
                                 'aten::sigmoid_backward', 'aten::threshold_backward') then 'binary_elementwise'
-            when nodes.name in ('aten::layer_norm', 'aten::native_layer_norm') then 'layer_norm'
-            when nodes.name in ('aten::batch_norm', 'aten::native_batch_norm') then 'batch_norm'
-            when nodes.name in ('aten::group_norm', 'aten::native_group_norm') then 'group_norm'
+            when nodes.name in ('aten::layer_norm', 'aten::native_layer_norm',
+                                'aten::native_layer_norm_backward') then 'layer_norm'
+            when nodes.name in ('aten::batch_norm', 'aten::native_batch_norm',
+                                'aten::native_batch_norm_backward') then 'batch_norm'
+            when nodes.name in ('aten::group_norm', 'aten::native_group_norm',
+                                'aten::native_group_norm_backward') then 'group_norm'
             when nodes.name = 'aten::instance_norm' then 'instance_norm'
         end as family
     from int_op_nodes as nodes
@@ -105,7 +122,8 @@ sized as (
         bpes[1] as bpe
     from ops
     -- convolution strides/padding, attention causality and norm flags are concrete inputs: without them (traces
-    -- before torch 2.x record none) those families cannot be sized (group_norm reads none)
+    -- before torch 2.x record none) those families cannot be sized (group_norm reads none; its backward, output_mask,
+    -- has no row without it)
     where family in ('GEMM', 'unary_elementwise', 'binary_elementwise', 'group_norm')
         or (family is not null and c is not null)
 ),
@@ -159,7 +177,29 @@ sdpa as (
                 else 7
             end] = 'True' as causal
         from sized
-        where family = 'SDPA'
+        where family = 'SDPA' and not ends_with(op_name, '_backward')
+    )
+),
+
+-- The attention backward ops take (grad_out, query, key, value, ..., out, ...), [B, H, N, d] each: torch's
+-- FlopCounterMode count (recompute q·kᵀ; grad scores and grad v from grad_out; grad q and grad k), halved when
+-- causal as the forward; bytes read q, k, v, out and grad_out and write grad q, k and v.
+sdpa_backward as (
+    select
+        * exclude (q, k, v, causal),
+        2 * q[1] * q[2] * q[3] * k[3] * (3 * q[4] + 2 * v[4]) // if(causal, 2, 1) as flops,
+        (2 * (n2 + n3 + coalesce(list_aggregate(v, 'product'), 1)) + 2 * n1) * bpe as bytes
+    from (
+        select
+            *,
+            d[2] as q, d[3] as k, d[4] as v,
+            c[case op_name
+                when 'aten::_scaled_dot_product_flash_attention_for_cpu_backward' then 8
+                when 'aten::_scaled_dot_product_cudnn_attention_backward' then 15
+                else 12
+            end] = 'True' as causal
+        from sized
+        where family = 'SDPA' and ends_with(op_name, '_backward')
     )
 ),
 
@@ -274,7 +314,35 @@ norm as (
             ) as weights
         from sized
         where family in ('layer_norm', 'batch_norm', 'group_norm', 'instance_norm')
+            and not ends_with(op_name, '_backward')
     )
+),
+
+-- native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+-- output_mask), native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+-- output_mask), native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+-- TraceLens' Normalization backward on E = |input| and C (batch: input dim 1; layer: normalized_shape's product;
+-- group: input dim 1 ÷ groups), output_mask asking for grad input (m1), weight (m2) and bias (m3).
+norm_backward as (
+    select
+        * exclude (channels, training, mask),
+        if(training, 0, 3 * channels) + 4 * n2 + if(mask[1], if(training, 5, 2) * n2, 0) as flops,
+        (n1 + if(mask[1] and training, 2, 1) * n2 + if(training, channels, 0)
+            + if(mask[2], channels * if(training, if(mask[3], 3, 2), 1), 0)) * bpes[2] as bytes
+    from (
+        select
+            *,
+            case op_name
+                when 'aten::native_batch_norm_backward' then d[2][2]
+                when 'aten::native_layer_norm_backward' then list_aggregate(try_cast(c[3] as bigint[]), 'product')
+                else d[2][2] // try_cast(c[9] as bigint)
+            end as channels,
+            op_name != 'aten::native_batch_norm_backward' or c[8] = 'True' as training,
+            try_cast(c[if(op_name = 'aten::native_layer_norm_backward', 8, 10)] as boolean[]) as mask
+        from sized
+        where ends_with(op_name, '_norm_backward')
+    )
+    where mask is not null
 ),
 
 modelled as (
@@ -285,6 +353,10 @@ modelled as (
     select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
         thread_no, pos, last_pos
     from sdpa
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
+    from sdpa_backward
     union all by name
     select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
         thread_no, pos, last_pos
@@ -301,6 +373,10 @@ modelled as (
     select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
         thread_no, pos, last_pos
     from norm
+    union all by name
+    select run_id, trace_id, rank, op_name, input_dims, family, bpe, device_total_ns, profiler_flops, flops, bytes,
+        thread_no, pos, last_pos
+    from norm_backward
 ),
 
 -- A call owns its FLOPs when no op below it in its thread's tree counted FLOPs of the same kind of work: a

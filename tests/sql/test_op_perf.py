@@ -13,7 +13,9 @@ in the wider dtype of two tensors), worked out by hand.
 And the families real traces showed op_perf without: CNN training's ``aten::convolution_backward`` (an MI300X
 ResNet trace; oracle: torch's ``FlopCounterMode``), group and instance norm (TraceLens' normalization test trace),
 and the vendor GEMMs of AMD inference traces (sglang's ``aiter::gemm_a16w16``, vLLM's
-``vllm::rocm_unquantized_gemm``), on a trace built by hand with the arguments those traces record.
+``vllm::rocm_unquantized_gemm``), on a trace built by hand with the arguments those traces record. And training's
+backward ops: attention's (for MFU of transformer training; oracle: ``FlopCounterMode``) and the native norms'
+(TraceLens' normalization test trace; TraceLens' formulas by hand).
 """
 
 from __future__ import annotations
@@ -146,6 +148,64 @@ def _profile_conv_backward(out: Path) -> None:
     prof.export_chrome_trace(str(out))
 
 
+# attention run forward and backward on the CPU (its flash op): (query shape, key and value shape, causal)
+ATTENTIONS = [((2, 4, 16, 8), (2, 4, 12, 8), False), ((2, 4, 16, 8), (2, 4, 16, 8), True)]
+
+
+def _profile_attention_backward(out: Path) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for q_shape, kv_shape, causal in ATTENTIONS:
+            q, k, v = (torch.randn(s, requires_grad=True) for s in (q_shape, kv_shape, kv_shape))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            y.backward(torch.ones_like(y))
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+
+
+def _count_attention_backward(q_shape, kv_shape, causal: bool) -> int:
+    """torch's FlopCounterMode count of a flash attention backward of these shapes (it has no formula for the CPU
+    op, so the CUDA op's, run on meta tensors)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    op = torch.ops.aten._scaled_dot_product_flash_attention_backward
+    q, kv = torch.empty(q_shape, device="meta"), torch.empty(kv_shape, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        op(q, q, kv, kv, q, torch.empty(q_shape[:3], device="meta"), None, None, q_shape[2], kv_shape[2], 0.0,
+           causal, torch.empty(2, device="meta"), torch.empty(2, device="meta"))
+    return counter.get_flop_counts()["Global"][op]
+
+
+def _profile_norm_backward(out: Path) -> None:
+    """batch_norm forward and backward in training and in eval, layer_norm without and with weight and bias (and one
+    whose input needs no gradient), group_norm: each over float32 [2, 6, 4, 4] but eval batch_norm's [1, 6, 4, 4] and
+    the last layer_norm's [3, 6, 4, 4]."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+
+    def params(*shape):
+        return torch.ones(shape, requires_grad=True), torch.zeros(shape, requires_grad=True)
+
+    x = torch.randn(2, 6, 4, 4, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.batch_norm(x, torch.zeros(6), torch.ones(6), *params(6), training=True).sum().backward()
+        F.batch_norm(x[:1], torch.zeros(6), torch.ones(6), *params(6), training=False).sum().backward()
+        F.layer_norm(x, (4, 4)).sum().backward()
+        F.layer_norm(x, (4, 4), *params(4, 4)).sum().backward()
+        F.layer_norm(torch.randn(3, 6, 4, 4), (4, 4), *params(4, 4)).sum().backward()
+        F.group_norm(x, 3, *params(6)).sum().backward()
+    out.parent.mkdir(parents=True)
+    prof.export_chrome_trace(str(out))
+
+
 def _profile_group_instance_norm(out: Path) -> None:
     """group_norm with and without weight and bias, instance_norm on batch statistics and on running ones."""
     import torch
@@ -202,6 +262,8 @@ def op_perf_rows(tmp_path_factory: pytest.TempPathFactory):
     _profile_typed(root / "src" / "typed" / "rank-0.pt.trace.json")
     _profile_conv_backward(root / "src" / "conv_backward" / "rank-0.pt.trace.json")
     _profile_group_instance_norm(root / "src" / "norms" / "rank-0.pt.trace.json")
+    _profile_attention_backward(root / "src" / "attention_backward" / "rank-0.pt.trace.json")
+    _profile_norm_backward(root / "src" / "norm_backward" / "rank-0.pt.trace.json")
     _vendor_gemm_trace(root / "src" / "vendor_gemm" / "rank-0.pt.trace.json")
     build_lake(root / "src", root / "lake", {"op_perf", "op_stats_by_shape"})
     rows: dict[str, dict[str, list[dict]]] = {}
@@ -339,3 +401,57 @@ def test_vendor_gemms(op_perf_rows) -> None:
         assert row["family"] == "GEMM" and row["owns_flops"] == owns, key
         assert row["flops"] == 2 * m * n * k, key
         assert row["bytes"] == (m * k + n * k + m * n + bias) * 2 and row["bytes_per_element"] == 2, key
+
+
+def test_attention_backward_is_sdpa_work(op_perf_rows) -> None:
+    """The CPU flash attention's backward op is the SDPA family's (step_mfu counts it) and owns its FLOPs: torch's
+    FlopCounterMode count, 2·B·H·Nq·Nkv·(3·d_qk + 2·d_v), halved when causal as our forward (torch does not halve);
+    bytes by hand, float32: q, k, v, out and grad_out read, grad q, k and v written."""
+    rows = op_perf_rows[0]["op_perf"]["attention_backward"]
+    ours = {json.loads(r["input_dims"])[2][2]: r for r in rows
+            if r["op_name"] == "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
+    assert ours.keys() == {12, 16}
+    for q_shape, kv_shape, causal in ATTENTIONS:
+        row = ours[kv_shape[2]]
+        assert row["family"] == "SDPA" and row["owns_flops"] and row["calls"] == 1, row
+        counted = _count_attention_backward(q_shape, kv_shape, causal)
+        assert row["flops"] == (counted // 2 if causal else counted), (kv_shape, row["flops"], counted)
+    assert ours[12]["flops"] == 2 * 2 * 4 * 16 * 12 * (3 * 8 + 2 * 8)
+    assert ours[16]["flops"] == 2 * 2 * 4 * 16 * 16 * (3 * 8 + 2 * 8) // 2
+    assert ours[12]["bytes"] == (2 * (1024 + 768 + 768) + 2 * 1024) * 4
+    assert ours[16]["bytes"] == (2 * 3 * 1024 + 2 * 1024) * 4
+
+
+def test_norm_backward(op_perf_rows) -> None:
+    """The native norms' backward ops, TraceLens' Normalization backward by hand (float32, E = |input|, C: batch
+    norm's channels, layer norm's normalized size, group norm's channels ÷ groups): FLOPs 4·E, 3·C more in eval, and
+    for grad input 5·E training (2·E eval); bytes grad_out and input (E each), grad input where asked and training
+    (E), invstd training (C), weight (C) and, training, grad weight and grad bias (C each). Each is its forward's
+    family and owns its FLOPs: a backward op calls no norm op."""
+    rows = op_perf_rows[0]["op_perf"]["norm_backward"]
+    weight_arg = {"aten::native_batch_norm_backward": 2, "aten::native_layer_norm_backward": 5,
+                  "aten::native_group_norm_backward": 4}
+    ours = {}
+    for row in rows:
+        if row["op_name"] in weight_arg:
+            dims = json.loads(row["input_dims"])
+            ours[(row["op_name"], dims[1][0], bool(dims[weight_arg[row["op_name"]]]))] = row
+    E = 192
+    expected = {
+        # batch_norm training: 9·E; bytes 3·E + C invstd + C weight + 2·C grads
+        ("aten::native_batch_norm_backward", 2, True): (9 * E, (3 * E + 4 * 6) * 4),
+        # batch_norm eval, E = 96: 3·C + 4·E + 2·E; bytes 2·E + C weight
+        ("aten::native_batch_norm_backward", 1, True): (3 * 6 + 6 * 96, (2 * 96 + 6) * 4),
+        # layer_norm without weight and bias, C = 16: 9·E; 3·E + C invstd
+        ("aten::native_layer_norm_backward", 2, False): (9 * E, (3 * E + 16) * 4),
+        ("aten::native_layer_norm_backward", 2, True): (9 * E, (3 * E + 4 * 16) * 4),
+        # input needs no gradient, E = 288: 4·E; 2·E read and 4·C
+        ("aten::native_layer_norm_backward", 3, True): (4 * 288, (2 * 288 + 4 * 16) * 4),
+        # group_norm, C = 6 ÷ 3 groups
+        ("aten::native_group_norm_backward", 2, True): (9 * E, (3 * E + 4 * 2) * 4),
+    }
+    assert ours.keys() == expected.keys()
+    for key, (flops, nbytes) in expected.items():
+        row = ours[key]
+        assert (row["flops"], row["bytes"], row["calls"]) == (flops, nbytes, 1), (key, row["flops"], row["bytes"])
+        assert row["owns_flops"] and row["family"] == key[0].split("_")[1] + "_norm", row
