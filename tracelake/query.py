@@ -1,20 +1,30 @@
 """``tracelake sql``: read-only SQL over every run of a lake, confined to the lake's own tables.
 
-Three walls, each enough alone for what it guards: what a query may name (:mod:`tracelake.sql_policy`, an
-allow-list over DuckDB's syntax tree: the lake's tables and safe functions only); DuckDB's own settings (the lake
-attached read-only, no file outside its folders, no extension loading, the configuration locked); and, for
-``tracelake sql`` (:func:`run_sql`), a process of its own that can hold no more than the memory limit and is killed
-at the time limit, its catalog sessions on a PostgreSQL server read-only and stopped at that limit too.
+Walls, each enough alone for what it guards: what a query may name and what runs (:mod:`tracelake.sql_policy`:
+an allow-list over DuckDB's syntax tree, and the statement run rebuilt from DuckDB's own parse, EXPLAIN unwrapped);
+DuckDB's own settings (the lake attached read-only, no file outside its folders, no extension loading, the
+configuration locked); and, for ``tracelake sql`` (:func:`run_sql`), a process of its own whose files are a
+read-only sandbox (:mod:`tracelake.sandbox`: the lake's data read-only, nothing else of the machine), that can
+hold no more than the memory limit and is killed at the time limit, its catalog sessions on a PostgreSQL server
+read-only and stopped at that limit too. On PostgreSQL a statement that passed the checker could still write
+through the catalog's own session (a large object): there the checker is the wall, unless the catalog URL names a
+role that may only SELECT.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import posixpath
 import re
 import resource
+import shutil
+import sys
+import tempfile
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -25,9 +35,9 @@ from pipelines.lake.run_scope import scope_to_run
 from pipelines.retry import retrying
 from pipelines.rows import one
 from pipelines.settings import SQL_MEMORY_LIMIT, SQL_TIME_LIMIT_S
-from tracelake.sql_policy import check_query
+from tracelake import sandbox
+from tracelake.sql_policy import statement_to_run
 
-_READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 MEMORY_LIMIT = SQL_MEMORY_LIMIT.text()
 TIME_LIMIT_S = SQL_TIME_LIMIT_S.number()
 ATTEMPTS = 3  # a query is read again when a concurrent ingest deleted the files of the version it was reading
@@ -45,7 +55,9 @@ def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     """Lock ``con`` to reading the lake: DuckDB itself refuses files, URLs and settings outside it.
 
     External access is off except for the lake's data folders; no extension loads or installs;
-    the memory is bounded; and the configuration is locked, so no statement can undo any of it.
+    the memory is bounded; and the configuration is locked, so no statement can undo any of it. DuckDB lets
+    through reads and writes alike under an allowed folder: in ``tracelake sql``'s process those folders are
+    read-only mounts (:mod:`tracelake.sandbox`).
     """
     folders = [lake.data_path + layer + "/" for layer in LAYERS]
     for statement, value in (
@@ -68,30 +80,6 @@ def limit_bytes() -> int:
     return int(float(match[1]) * _UNITS[match[2]])
 
 
-def _check_allowed(con: duckdb.DuckDBPyConnection, query: str, tables: set[str]) -> None:
-    """One SELECT, or an EXPLAIN of one, as DuckDB's own parser classifies it, naming only what
-    :func:`tracelake.sql_policy.check_query` allows (``tables``: the lake's). An EXPLAIN ANALYZE runs what it
-    explains, so that is checked as the SELECT it must be."""
-    statements = con.extract_statements(query)
-    if len(statements) != 1:
-        raise ValueError(f"expected one SQL statement, got {len(statements)}")
-    statement = statements[0]
-    if statement.type not in _READ_ONLY:
-        raise ValueError(f"tracelake sql is read-only: {statement.type.name} statements are not allowed")
-    check_query(con, statement.query if statement.type == duckdb.StatementType.SELECT else _explained(statement.query),
-                tables)
-
-
-def _explained(explain: str) -> str:
-    """The statement an ``EXPLAIN [ANALYZE]`` (with or without options) explains."""
-    words = explain.lstrip().split(None, 1)[1].lstrip()
-    if words[:1] == "(":
-        words = words[words.index(")") + 1:].lstrip()
-    if words.lower().startswith("analyze"):
-        words = words[len("analyze"):].lstrip()
-    return words
-
-
 def run_query(
     query: str,
     lake_url: str,
@@ -99,10 +87,12 @@ def run_query(
     options: dict[str, Any] | None = None,
     catalog: str | None = None,
     run: str | None = None,
+    seal: Callable[[Lake], None] | None = None,
 ) -> tuple[list[str], list[tuple]]:
     """Run one read-only statement over the lake's latest snapshot; returns (column names, rows).
 
     With ``run``, the tables the query names by bare name hold only that run's rows, read from its own files.
+    ``seal``, if given, is called with the lake once it is attached and before the statement runs (the sandbox).
     A query whose files a concurrent ingest deleted (expiring the version read) is run again on the new version.
 
     Raises:
@@ -115,7 +105,7 @@ def run_query(
     for attempt in retrying(ATTEMPTS, retry_on=lambda exc: isinstance(exc, _VersionExpired)):
         with attempt:
             try:
-                return _run_once(query, lake, run)
+                return _run_once(query, lake, run, seal)
             except _VersionExpired as expired:
                 if attempt.last and isinstance(expired.__cause__, duckdb.Error):  # DuckDB's own error, as any other
                     raise expired.__cause__ from None
@@ -145,7 +135,8 @@ def run_sql(
     """
     context = multiprocessing.get_context("fork")  # the child has this process's modules already: nothing to import
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_answer, args=(sender, query, lake_url, options, catalog, run), daemon=True)
+    room = Path(tempfile.mkdtemp(prefix="tracelake-sql-"))  # the child's root and scratch (tracelake.sandbox)
+    child = context.Process(target=_answer, args=(sender, query, lake_url, options, catalog, run, room), daemon=True)
     child.start()
     sender.close()
     try:
@@ -161,6 +152,7 @@ def run_sql(
         child.kill()
         child.join()
         receiver.close()
+        shutil.rmtree(room, ignore_errors=True)  # its mounts went with the child's namespace: empty folders here
     if outcome == "error":
         raise value
     return value
@@ -171,16 +163,26 @@ def _out_of_memory() -> str:
 
 
 def _answer(
-    sender: Connection, query: str, lake_url: str, options: dict[str, Any] | None, catalog: str | None, run: str | None
+    sender: Connection, query: str, lake_url: str, options: dict[str, Any] | None, catalog: str | None,
+    run: str | None, room: Path,
 ) -> None:
-    """The child of :func:`run_sql`: caps itself, runs the query and sends back ("rows", result) or ("error", exc)."""
+    """The child of :func:`run_sql`: caps itself, enters its sandbox, runs the query and sends back
+    ("rows", result) or ("error", exc)."""
     # Every session libpq opens here (a PostgreSQL catalog's) is read-only and stops at the time limit on the
     # server, where nothing this process does can reach a statement once it is killed.
     os.environ["PGOPTIONS"] = (f"{os.environ.get('PGOPTIONS', '')} -c default_transaction_read_only=on "
                                f"-c statement_timeout={int(TIME_LIMIT_S * 1000)}").strip()
+    seal: Callable[[Lake], None] | None = None
+    try:
+        sandbox.enter()  # first, while this process has one thread
+        seal = _sealer(room)
+    except sandbox.SandboxUnavailable as refused:
+        print(f"tracelake sql: no read-only sandbox on this machine ({refused}); DuckDB's settings alone confine "
+              "the query", file=sys.stderr)
     try:
         _cap_memory()
-        answer: tuple[str, Any] = ("rows", run_query(query, lake_url, options=options, catalog=catalog, run=run))
+        answer: tuple[str, Any] = (
+            "rows", run_query(query, lake_url, options=options, catalog=catalog, run=run, seal=seal))
     except MemoryError:
         answer = ("error", RuntimeError(_out_of_memory()))
     except Exception as exc:  # noqa: BLE001 - every failure goes back: as it is when the parent can rebuild it
@@ -190,6 +192,26 @@ def _answer(
         sender.send(answer)
     except MemoryError:  # the rows fit as DuckDB's but not once pickled
         sender.send(("error", RuntimeError(_out_of_memory())))
+
+
+def _sealer(room: Path) -> Callable[[Lake], None]:
+    """Seal this process into ``room`` the first time it is called with the attached lake: the lake's folder (the
+    catalog beside its data) writable, its data folders read-only, a catalog file elsewhere beside its folder."""
+    sealed: list[bool] = []
+
+    def seal(lake: Lake) -> None:
+        if sealed:
+            return
+        writable = [lake.root] if lake.local else []
+        if lake.catalog.path is not None and not lake.catalog_inside:
+            writable.append(str(lake.catalog.path.resolve().parent))
+        read_only = [posixpath.join(lake.root, layer) for layer in LAYERS] if lake.local else []
+        (room / "root").mkdir()
+        (room / "scratch").mkdir()
+        sandbox.seal(room / "root", writable=writable, read_only=read_only, scratch=room / "scratch")
+        sealed.append(True)
+
+    return seal
 
 
 def _cap_memory() -> None:
@@ -213,19 +235,21 @@ class _VersionExpired(Exception):
     """A file the query read was deleted: a concurrent ingest committed and expired the version it was reading."""
 
 
-def _run_once(query: str, lake: Lake, run: str | None) -> tuple[list[str], list[tuple]]:
+def _run_once(query: str, lake: Lake, run: str | None, seal: Callable[[Lake], None] | None) -> tuple[list[str], list[tuple]]:
     with lake.connect(read_only=True) as con:
         seen = None  # the snapshot read
         timer = threading.Timer(TIME_LIMIT_S, con.interrupt)
         try:
-            _check_allowed(con, query, table_names(con))
+            statement = statement_to_run(con, query, table_names(con))
             if run is not None:  # before confining: the views are made from the catalog's own database
-                seen = scope_to_run(con, run, duckdb.get_table_names(query))
+                seen = scope_to_run(con, run, duckdb.get_table_names(statement))
             else:
                 (seen,) = one(con.execute(f"select id from {ALIAS}.current_snapshot()"))
+            if seal is not None:
+                seal(lake)
             confine(con, lake)
             timer.start()
-            cursor = con.execute(query)
+            cursor = con.execute(statement)
             return [d[0] for d in cursor.description], cursor.fetchall()
         except duckdb.InterruptException as exc:
             raise TimeoutError(f"the query ran longer than {TIME_LIMIT_S:g} s (TRACELAKE_SQL_TIME_LIMIT_S)") from exc

@@ -11,6 +11,7 @@ named here is refused too, so a construct DuckDB adds later is refused until som
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -143,6 +144,90 @@ HOW_TO_NAME = f"name the lake's tables by bare name (tracelake tables lists them
 
 class QueryRefused(ValueError):
     """The query names something ``tracelake sql`` does not allow; the message says what."""
+
+
+# EXPLAIN's options that change only how a plan is shown; ANALYZE runs the statement, which is judged as run.
+EXPLAIN_FORMATS = frozenset({"text", "json", "html", "graphviz", "yaml"})
+
+
+def statement_to_run(con: duckdb.DuckDBPyConnection, query: str, tables: Iterable[str]) -> str:
+    """The statement ``tracelake sql`` runs for ``query``: one SELECT, or an EXPLAIN [ANALYZE] of one, rebuilt from
+    DuckDB's own parse so that what runs is exactly what was judged (``tables``: the lake's table names).
+
+    An EXPLAIN is split into its options and the statement it explains by DuckDB's tokens, which skip comments,
+    never by reading the text; the explained statement must itself be one SELECT that :func:`check_query` allows,
+    and the EXPLAIN that runs is made here from that statement and the options understood, not the user's text.
+
+    Raises:
+        QueryRefused: not one statement, not a SELECT (or an EXPLAIN of one), or naming what is not allowed.
+    """
+    statement = _one_statement(con, query)
+    if statement.type == duckdb.StatementType.SELECT:
+        check_query(con, statement.query, tables)
+        return str(statement.query)
+    if statement.type != duckdb.StatementType.EXPLAIN:
+        raise QueryRefused(f"tracelake sql is read-only: {statement.type.name} statements are not allowed")
+    prefix, explained = _explain_parts(statement.query)
+    inner = _one_statement(con, explained)
+    if inner.type != duckdb.StatementType.SELECT:
+        raise QueryRefused(f"tracelake sql explains SELECTs only, not {inner.type.name} statements")
+    check_query(con, inner.query, tables)
+    rebuilt = f"{prefix} {inner.query}"
+    again, explained_again = _explain_parts(rebuilt)  # read back as built, or not run at all
+    if again != prefix or _one_statement(con, explained_again).query != inner.query:
+        raise QueryRefused("tracelake sql could not rebuild this EXPLAIN unambiguously")
+    return rebuilt
+
+
+def _one_statement(con: duckdb.DuckDBPyConnection, text: str) -> Any:
+    try:
+        statements = con.extract_statements(text)
+    except duckdb.Error as exc:
+        raise QueryRefused(f"tracelake sql runs one SELECT: {exc}") from None
+    if len(statements) != 1:
+        raise QueryRefused(f"expected one SQL statement, got {len(statements)}")
+    return statements[0]
+
+
+def _explain_parts(explain: str) -> tuple[str, str]:
+    """``(the EXPLAIN to run without its statement, the statement's text)`` of an EXPLAIN statement, from DuckDB's
+    tokens: ``EXPLAIN``, then either ``ANALYZE`` or a parenthesised list of ``ANALYZE [bool]`` and ``FORMAT name``."""
+    tokens = [position for position, _ in duckdb.tokenize(explain)]
+    words = [_token_text(explain, position) for position in tokens]
+    if not words or words[0] != "explain":
+        raise QueryRefused("an EXPLAIN must start with EXPLAIN")
+    analyze, fmt, index = False, None, 1
+    if words[index:index + 1] == ["analyze"]:
+        analyze, index = True, index + 1
+    elif words[index:index + 1] == ["("]:
+        index += 1
+        while True:
+            word = words[index] if index < len(words) else ""
+            if word == "analyze":
+                index += 1
+                analyze = words[index] not in ("false", "0", "off") if words[index] not in (",", ")") else True
+                index += words[index] not in (",", ")")
+            elif word == "format" and index + 1 < len(words) and words[index + 1] in EXPLAIN_FORMATS:
+                fmt, index = words[index + 1], index + 2
+            else:
+                raise QueryRefused("EXPLAIN's options may be ANALYZE and FORMAT only")
+            if words[index:index + 1] == [","]:
+                index += 1
+            elif words[index:index + 1] == [")"]:
+                index += 1
+                break
+            else:
+                raise QueryRefused("EXPLAIN's options may be ANALYZE and FORMAT only")
+    if index >= len(words):
+        raise QueryRefused("an EXPLAIN needs a statement to explain")
+    options = ", ".join(([] if not analyze else ["analyze"]) + ([] if fmt is None else [f"format {fmt}"]))
+    return f"explain ({options})" if options else "explain", explain[tokens[index]:]
+
+
+def _token_text(text: str, position: int) -> str:
+    """A token's text, lower case: a word (keyword, identifier, number) or one character of punctuation."""
+    match = re.match(r"[A-Za-z0-9_]+", text[position:])
+    return match[0].lower() if match else text[position]
 
 
 def check_query(con: duckdb.DuckDBPyConnection, select: str, tables: Iterable[str]) -> None:
