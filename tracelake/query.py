@@ -33,7 +33,7 @@ from pipelines.lake.lake import ALIAS, LAYERS, Lake
 from pipelines.lake.read import SEARCH_PATH, table_names
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.retry import retrying
-from pipelines.rows import one
+from pipelines.rows import one, sql_path
 from pipelines.settings import SQL_MEMORY_LIMIT, SQL_TIME_LIMIT_S
 from tracelake import sandbox
 from tracelake.sql_policy import statement_to_run
@@ -60,16 +60,17 @@ def confine(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     read-only mounts (:mod:`tracelake.sandbox`).
     """
     folders = [lake.data_path + layer + "/" for layer in LAYERS]
-    for statement, value in (
-        ("set search_path = $value", SEARCH_PATH),
-        ("set allowed_directories = $value", folders),
-        ("set memory_limit = $value", f"{int(limit_bytes() * DUCKDB_SHARE)}B"),
-        ("set autoinstall_known_extensions = $value", False),
-        ("set autoload_known_extensions = $value", False),
-        ("set enable_external_access = $value", False),
-        ("set lock_configuration = $value", True),
+    # Literals, not parameters: DuckDB's Python client imports pandas to bind any parameter (0.3 s or more).
+    for setting, value in (
+        ("search_path", sql_path(SEARCH_PATH)),
+        ("allowed_directories", f"[{', '.join(sql_path(folder) for folder in folders)}]"),
+        ("memory_limit", sql_path(f"{int(limit_bytes() * DUCKDB_SHARE)}B")),
+        ("autoinstall_known_extensions", "false"),
+        ("autoload_known_extensions", "false"),
+        ("enable_external_access", "false"),
+        ("lock_configuration", "true"),
     ):
-        con.execute(statement, {"value": value})
+        con.execute(f"set {setting} = {value}")
 
 
 def limit_bytes() -> int:

@@ -19,7 +19,7 @@ import duckdb
 import orjson
 
 from pipelines.lake.lake import ALIAS, LAYERS
-from pipelines.rows import one
+from pipelines.rows import one, sql_path
 
 # Table functions in FROM: rows made from their arguments only.
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
@@ -236,7 +236,7 @@ def check_query(con: duckdb.DuckDBPyConnection, select: str, tables: Iterable[st
     Raises:
         QueryRefused: naming the first table, function or construct that is not allowed.
     """
-    (serialized,) = one(con.execute("select json_serialize_sql($q)", {"q": select}))
+    (serialized,) = one(con.execute(f"select json_serialize_sql({sql_path(select)})"))  # a parameter imports pandas
     tree = orjson.loads(serialized)
     if tree.get("error"):
         raise QueryRefused(f"tracelake sql runs one SELECT: {tree.get('error_message')}")

@@ -1,6 +1,7 @@
-"""DuckDB checks the signature of every extension file a process loads for the first time; tracelake's own later
-connections of the process reuse that check, a connection handed to users never does; an installed file that is
-damaged or fails its check is replaced by the wheel's, never loaded."""
+"""DuckDB checks the signature of every extension file the first time it is loaded; tracelake's own later
+connections, of that process and of later ones while the file is the one checked, reuse that check, a connection
+handed to users never does; an installed file that is damaged or fails its check is replaced by the wheel's, never
+loaded."""
 
 from __future__ import annotations
 
@@ -54,12 +55,21 @@ def extension_directory(tmp_path: Path) -> Path:
     return directory
 
 
-def test_every_process_checks_and_users_connections_always_do(extension_directory: Path) -> None:
+def test_a_checked_file_is_not_checked_again_and_users_connections_always_are(extension_directory: Path) -> None:
     internal, again, user = _connect(extension_directory, [False, False, True])
-    assert internal["unchecked"] is False  # a new process checks, whatever an earlier one did
-    assert again["unchecked"] is True  # the same process's own later connection reuses the check
+    assert internal["unchecked"] is True  # a new process reuses the fixture's process's check of the same files
+    assert again["unchecked"] is True
     assert user["unchecked"] is False and user["autoinstall"] is False  # a notebook's connection checks, installs nothing
     assert all({"ducklake", "sqlite_scanner"} <= set(c["loaded"]) for c in (internal, again, user))
+
+
+def test_a_file_changed_since_its_check_is_checked_again(extension_directory: Path) -> None:
+    path = _installed(extension_directory, "ducklake")
+    path.write_bytes(path.read_bytes())  # the same bytes, a new file: its record no longer vouches for it
+    (internal,) = _connect(extension_directory, [False])
+    assert internal["unchecked"] is False
+    (later,) = _connect(extension_directory, [False])
+    assert later["unchecked"] is True
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
