@@ -57,6 +57,9 @@ MEMORY_LIMIT = Variable("TRACELAKE_MEMORY_LIMIT", "1.5GB",
                         "peak memory of ingesting one run, whatever its traces' size: the parse, the analysis tables "
                         "and the commit share it, and spill to disk beyond it (pipelines/memory.py)")
 SQL_MEMORY_LIMIT = Variable("TRACELAKE_SQL_MEMORY_LIMIT", "4GB", "memory bound of one `tracelake sql` query")
+SQL_CATALOG = Variable("TRACELAKE_SQL_CATALOG", None,
+                       "the catalog `tracelake sql` reads a PostgreSQL lake through: a role that may only SELECT "
+                       "(deploy/postgres-reader.sql); default the lake's catalog")
 SQL_TIME_LIMIT_S = Variable("TRACELAKE_SQL_TIME_LIMIT_S", "600", "time bound of one `tracelake sql` query, s")
 SENSOR_INTERVAL_S = Variable("TRACELAKE_SENSOR_INTERVAL_S", "30", "seconds between the sensor's looks at SOURCE")
 FULL_PASS_EVERY = Variable("TRACELAKE_FULL_PASS_EVERY", "10",
@@ -71,6 +74,6 @@ CELERY_BACKEND = Variable("TRACELAKE_CELERY_BACKEND", None, "the fleet's Celery 
 RUN_ID = Variable("TRACELAKE_RUN_ID", None, "the run folder a training job's trace_handler writes into")
 
 VARIABLES = (SOURCE, LAKE, CATALOG, STORAGE_OPTIONS, HTTP_TIMEOUT_S, RETENTION, MEMORY_LIMIT, SQL_MEMORY_LIMIT,
-             SQL_TIME_LIMIT_S, SENSOR_INTERVAL_S, FULL_PASS_EVERY, SETTLE_S, SCHEDULE_CRON, MAINTAIN_CRON, STEP_IO,
-             CELERY_BROKER, CELERY_BACKEND, RUN_ID)
+             SQL_CATALOG, SQL_TIME_LIMIT_S, SENSOR_INTERVAL_S, FULL_PASS_EVERY, SETTLE_S, SCHEDULE_CRON, MAINTAIN_CRON,
+             STEP_IO, CELERY_BROKER, CELERY_BACKEND, RUN_ID)
 """Every variable, for the README's table and ``tracelake`` help."""

@@ -6,9 +6,8 @@ DuckDB's own settings (the lake attached read-only, no file outside its folders,
 configuration locked); and, for ``tracelake sql`` (:func:`run_sql`), a process of its own whose files are a
 read-only sandbox (:mod:`tracelake.sandbox`: the lake's data read-only, nothing else of the machine), that can
 hold no more than the memory limit and is killed at the time limit, its catalog sessions on a PostgreSQL server
-read-only and stopped at that limit too. On PostgreSQL a statement that passed the checker could still write
-through the catalog's own session (a large object): there the checker is the wall, unless the catalog URL names a
-role that may only SELECT.
+read-only and stopped at that limit too. On PostgreSQL a read-only session can still make a large object, so the
+wall beneath the checker there is the role ``TRACELAKE_SQL_CATALOG`` names, which may only SELECT.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from pipelines.lake.read import SEARCH_PATH, table_names
 from pipelines.lake.run_scope import scope_to_run
 from pipelines.retry import retrying
 from pipelines.rows import one, sql_path
-from pipelines.settings import SQL_MEMORY_LIMIT, SQL_TIME_LIMIT_S
+from pipelines.settings import SQL_CATALOG, SQL_MEMORY_LIMIT, SQL_TIME_LIMIT_S
 from tracelake import sandbox
 from tracelake.sql_policy import statement_to_run
 
@@ -129,11 +128,15 @@ def run_sql(
     of rows: a string or list a function builds (``repeat``, ``range``, a concatenation doubled level after level)
     escapes both. The kernel's cap on the child's data and the kill hold whatever DuckDB does.
 
+    ``TRACELAKE_SQL_CATALOG``, where set, is the catalog read instead of ``catalog``: the same PostgreSQL database
+    as a role that may only SELECT (``deploy/postgres-reader.sql``), the wall beneath the checker on that server.
+
     Raises:
         TimeoutError: the query ran past the time limit (it was killed if it did not stop by itself).
         RuntimeError: the query's process ran out of memory or died.
         ValueError, LookupError, duckdb.Error: as :func:`run_query`.
     """
+    catalog = SQL_CATALOG.value() or catalog
     context = multiprocessing.get_context("fork")  # the child has this process's modules already: nothing to import
     receiver, sender = context.Pipe(duplex=False)
     room = Path(tempfile.mkdtemp(prefix="tracelake-sql-"))  # the child's root and scratch (tracelake.sandbox)

@@ -7,6 +7,7 @@ lake fail at the second wall (DuckDB's settings and the query process's read-onl
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +185,35 @@ def test_the_second_wall_holds_without_the_checker(sqlite_target: Target, withou
     assert rows[0][0] > 0  # the lake still reads: the wall is the checker's absence, not a broken connection
     for template in SECOND_WALL:
         sqlite_target.probe(template)
+
+
+READER_SQL = Path(__file__).resolve().parents[2] / "deploy" / "postgres-reader.sql"
+# Writes through the catalog's own PostgreSQL session, which a read-only session still allows (a large object).
+POSTGRES_WRITES = [
+    "select * from postgres_query('__ducklake_metadata_lake', 'select lo_create(0)')",
+    "call postgres_execute('__ducklake_metadata_lake', 'select lo_create(0)')",
+    "call postgres_execute('__ducklake_metadata_lake', 'set default_transaction_read_only = off; "
+    "create table planted (x int)')",
+    "call postgres_execute('__ducklake_metadata_lake', 'commit; begin read write; delete from ducklake_snapshot')",
+    "call postgres_execute('__ducklake_metadata_lake', 'select lo_from_bytea(0, ''\\\\x00'')')",
+]
+
+
+@pytest.mark.slow
+def test_the_reader_role_holds_postgres_writes_without_the_checker(
+    postgres_target: Target, without_the_checker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, database = postgres_target.postgres  # type: ignore[misc]
+    subprocess.run([str(server.bin_dir / "psql"), "-h", server.host, "-p", str(server.port), "-U", server.user,
+                    "-d", database, "-v", "ON_ERROR_STOP=1", "-v", "reader=tracelake_reader", "-q",
+                    "-f", str(READER_SQL)], check=True, capture_output=True)
+    monkeypatch.setenv("TRACELAKE_SQL_CATALOG", f"postgresql://tracelake_reader@{server.host}:{server.port}/{database}")
+    tables = server.sql(database, "select count(*) from pg_tables where schemaname = 'public'")
+    _, rows = run_sql("select count(*) from kernels", postgres_target.lake.url)
+    assert rows[0][0] > 0  # the reader reads the lake
+    for query in POSTGRES_WRITES:
+        with pytest.raises(duckdb.Error, match="permission denied|read-only transaction"):
+            run_sql(query, postgres_target.lake.url)
+    assert server.sql(database, "select count(*) from pg_largeobject_metadata") == "0"
+    assert server.sql(database, "select count(*) from pg_tables where schemaname = 'public'") == tables
+    assert int(server.sql(database, "select count(*) from ducklake_snapshot")) > 0
