@@ -7,8 +7,8 @@ lake fail at the second wall (DuckDB's settings and the query process's read-onl
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
