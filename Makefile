@@ -30,6 +30,7 @@ test-debs:
 test: $(STAMP) test-debs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
