@@ -8,10 +8,11 @@ TEST_DEBS := postgresql redis-server chromium
 
 .PHONY: venv demo test test-debs bench clean
 
-$(STAMP): pyproject.toml
+# pyproject.toml declares ranges; constraints.txt is the exact set tested, so every machine installs the same.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[profile,test,reference,fleet]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[profile,test,reference,fleet]'
 	touch $(STAMP)
 
 venv: $(STAMP)
