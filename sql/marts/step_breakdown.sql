@@ -15,6 +15,7 @@
 -- column: cpu_exec_ns: step time whose top activity was cpu exec
 -- column: other_ns: step time whose top activity was other
 -- column: total_ns: the step's wall time (the parts sum to it)
+-- column: step_gpu_utilization_ratio: kernel_ns / total_ns, the share of this step a kernel runs in (gpu_metrics.gpu_utilization_ratio: the whole window's, per GPU)
 -- column: step_rule: the rule that found the step (int_steps): profiler_step, annotation, graph_launch, whole_trace
 with
 
@@ -51,6 +52,7 @@ select
     int_steps.trace_id,
     int_steps.start_ns,
     int_steps.end_ns,
+    coalesce(parts.kernel_ns, 0) / nullif(int_steps.end_ns - int_steps.start_ns, 0) as step_gpu_utilization_ratio,
     int_steps.step_rule
 from int_steps
 left join parts using (run_id, trace_id, step)

@@ -59,14 +59,15 @@ def test_checks_pass(nccl_stragglers):
 
 def test_late_rank_worked_numbers(nccl_stragglers):
     _, rows, _ = nccl_stragglers
-    # Each of the 4 all-reduces: rank 2 starts last (+500 µs); rank 0 waits 300 µs, rank 1 290 µs, so rank 2 caused
-    # 590 µs per step, 2360 µs in all. Span: first start 1200 µs to last end 4800 µs = 3600 µs; 5 % = 180 µs.
+    # Each of the 4 all-reduces: rank 2 starts last (+500 µs); rank 0 waits 300 µs, rank 1 290 µs, so rank 2 held
+    # each up 300 µs (the first arrival's wait: wall time, not the ranks' waits summed), 1200 µs in all. Span: first
+    # start 1200 µs to last end 4800 µs = 3600 µs; 5 % = 180 µs.
     r0, r1, r2 = (rows[("late_rank", r)] for r in range(3))
     assert [r["collectives"] for r in (r0, r1, r2)] == [4, 4, 4]
     assert [r["arrived_last_count"] for r in (r0, r1, r2)] == [0, 0, 4]
     assert [r["arrived_first_count"] for r in (r0, r1, r2)] == [4, 0, 0]
     assert r2["arrived_last_ratio"] == 1.0 and r0["arrived_last_ratio"] == 0.0
-    assert [r["caused_wait_ns"] for r in (r0, r1, r2)] == [0, 0, 2_360_000]
+    assert [r["caused_wait_ns"] for r in (r0, r1, r2)] == [0, 0, 1_200_000]
     assert [r["total_wait_ns"] for r in (r0, r1, r2)] == [1_200_000, 1_160_000, 0]
     assert r0["mean_wait_ns"] == 300_000 and r2["collective_span_ns"] == 3_600_000
     assert [r["is_straggler"] for r in (r0, r1, r2)] == [False, False, True]
@@ -108,17 +109,22 @@ def _gloo_reference(run_dir: Path) -> dict[int, dict[str, int]]:
             k = seen[e["name"]] = seen.get(e["name"], 0) + 1
             ranges.setdefault((e["name"], k), {})[rank] = base + round(e["ts"] * 1000)
     ref: dict[int, dict[str, int]] = {}
+    held_up: dict[int, list[tuple[int, int]]] = {}
     for starts in ranges.values():
         if len(starts) < 2:
             continue
         latest = max(starts.values())
-        last = [r for r, t in starts.items() if t == latest]
-        for rank in starts:
-            row = ref.setdefault(rank, {"collectives": 0, "arrived_last": 0, "caused_wait": 0.0})
+        for rank, t in starts.items():
+            row = ref.setdefault(rank, {"collectives": 0, "arrived_last": 0, "caused_wait": 0})
             row["collectives"] += 1
-            if rank in last:
+            if t == latest:
                 row["arrived_last"] += 1
-                row["caused_wait"] += sum(latest - u for u in starts.values()) / len(last)
+                held_up.setdefault(rank, []).append((min(starts.values()), latest))
+    for rank, intervals in held_up.items():  # the wall time the rank held collectives up: the intervals' union
+        reach = None
+        for lo, hi in sorted(intervals):
+            ref[rank]["caused_wait"] += max(0, hi - max(lo, reach if reach is not None else lo))
+            reach = hi if reach is None else max(reach, hi)
     return ref
 
 
