@@ -23,6 +23,8 @@ NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float"  # the name prefix HTA 0.
 # Start of each rank's all-reduce kernel within every 1000 µs step; all end at +800 µs (the collective blocks).
 LATE_STARTS = {0: 200, 1: 210, 2: 500}
 BALANCED_STARTS = {0: (200, 210), 1: (210, 200)}  # odd steps, even steps: the last arriver alternates
+TIED_STARTS = {0: (500, 200), 1: (200, 300)}  # each arrives last at 2 of 4, rank 0 300 µs late, rank 1 100 µs
+WIDE_STARTS = {**{rank: 200 for rank in range(7)}, 7: 700}  # 8 ranks, rank 7 500 µs late at every step
 
 
 def _nccl_run(folder: Path, starts: dict[int, object]) -> None:
@@ -45,6 +47,8 @@ def nccl_stragglers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
     src = tmp_path_factory.mktemp("stragglers_src")
     _nccl_run(src / "late_rank", LATE_STARTS)
     _nccl_run(src / "balanced", BALANCED_STARTS)
+    _nccl_run(src / "tied", TIED_STARTS)
+    _nccl_run(src / "wide", WIDE_STARTS)
     lake_dir = tmp_path_factory.mktemp("stragglers_lake")
     _, results = build_lake(src, lake_dir, {"stragglers"})
     rows = {(r["run_id"], r["rank"]): r for r in read_mart(lake_dir, "stragglers")}
@@ -83,6 +87,29 @@ def test_balanced_run_has_no_straggler(nccl_stragglers):
     assert (r0["caused_wait_ns"], r1["caused_wait_ns"]) == (20_000, 20_000)
     assert r0["caused_wait_ratio"] == r1["caused_wait_ratio"] == 0.5
     assert not r0["is_straggler"] and not r1["is_straggler"]
+
+
+def test_a_tie_is_no_verdict(nccl_stragglers):
+    _, rows, _ = nccl_stragglers
+    # Rank 0 held its two collectives up 300 µs each, rank 1 its two 100 µs: rank 0 caused 3/4 of the wait, well
+    # over 5 % of the 3600 µs span, but each arrived last at 2 of 4 collectives, so neither is called the straggler.
+    r0, r1 = rows[("tied", 0)], rows[("tied", 1)]
+    assert (r0["arrived_last_count"], r1["arrived_last_count"]) == (2, 2)
+    assert (r0["caused_wait_ns"], r1["caused_wait_ns"]) == (600_000, 200_000)
+    assert r0["caused_wait_ratio"] == 0.75
+    assert not r0["is_straggler"] and not r1["is_straggler"]
+
+
+def test_caused_wait_fits_the_window(nccl_stragglers):
+    _, rows, results = nccl_stragglers
+    # Rank 7 held each of 4 collectives up 500 µs: 2000 µs of the 3600 µs span, where the 7 waiting ranks' waits
+    # summed (14000 µs) would not fit in it.
+    wide = [rows[("wide", rank)] for rank in range(8)]
+    assert wide[7]["caused_wait_ns"] == 2_000_000 and wide[7]["is_straggler"]
+    assert wide[7]["total_wait_ns"] == 0 and wide[0]["total_wait_ns"] == 2_000_000
+    assert all(r["caused_wait_ns"] <= r["collective_span_ns"] for r in rows.values())
+    (mart,) = results["wide"]
+    assert [c.passed for c in mart.checks if c.name == "caused_wait_within_span"] == [True]
 
 
 def test_verdict_agrees_with_hta(nccl_stragglers, tmp_path):
