@@ -44,7 +44,8 @@ def _forward_loop(folder: Path) -> list[tuple[int, int]]:
     base = trace.get("baseTimeNanoseconds", 0)
     assert not [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
     passes = [e for e in trace["traceEvents"] if e.get("name") == "forward" and e.get("cat") == "user_annotation"]
-    return sorted((base + round(e["ts"] * 1000), base + round((e["ts"] + e["dur"]) * 1000)) for e in passes)
+    # as the ingest reads them: ns = round(µs × 1000), end = start + duration
+    return sorted((base + round(e["ts"] * 1000), base + round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in passes)
 
 
 def _graph_replays(folder: Path) -> None:
@@ -70,12 +71,18 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict:
     passes = _forward_loop(src / "forward_loop")
     _graph_replays(src / "graph_replays")
     lake = tmp_path_factory.mktemp("found_lake")
-    build_lake(src, lake, {"step_breakdown", "gpu_metrics"})
+    _, results = build_lake(src, lake, {"step_breakdown", "gpu_metrics"})
+    failed = [(run, c.name) for run, marts in results.items() for mart in marts for c in mart.checks if not c.passed]
     steps: dict[str, list[dict]] = {}
     for row in sorted(read_mart(lake, "step_breakdown"), key=lambda r: r["start_ns"]):
         steps.setdefault(row["run_id"], []).append(row)
     gpus = {row["run_id"]: row for row in read_mart(lake, "gpu_metrics")}
-    return {"steps": steps, "gpus": gpus, "passes": passes}
+    return {"steps": steps, "gpus": gpus, "passes": passes, "failed_checks": failed}
+
+
+def test_checks_pass(found) -> None:
+    # among them gpu_metrics' window_holds_launched_kernels: no launched kernel ends past a found step window
+    assert found["failed_checks"] == []
 
 
 def _kernels_ns(name: str) -> list[tuple[float, float]]:
