@@ -8,7 +8,8 @@
 -- past it (an inference server's, a graph replay's) falls outside: a saturated GPU read 0 % busy. Here the steps
 -- are found from the trace, the first rule that applies naming them (step_rule):
 --   'annotation': a host user annotation at the top of its thread (inside no other op or annotation) whose name
---     repeats (record_function("forward") around each pass; the name with the most time when several repeat): a
+--     repeats (record_function("forward") around each pass; the name with the most time when several repeat; not
+--     a collective's nccl:/gloo:/hccl: range nor the DataLoader's enumerate(DataLoader)#..., parts of a pass): a
 --     step from each one's start to the next one's start, the last to its own end;
 --   'graph_launch': two or more CUDA/HIP graph launches (cudaGraphLaunch, hipGraphLaunch), none of the top-level
 --     annotations holding two of them (a piecewise graph launches its pieces inside one pass): a step from each
@@ -99,12 +100,19 @@ top_annotations as (
     where is_annotation and (reach_before_ns is null or reach_before_ns <= ts_ns)
 ),
 
+-- The repeated annotations that are parts of an iteration, not iterations: collectives and the DataLoader's next.
+loop_candidates as (
+    select *
+    from top_annotations
+    where not regexp_matches(name, '^(nccl|gloo|hccl):|^enumerate\(DataLoader\)')
+),
+
 -- The repeated name of each trace that holds the most time.
 loop_names as (
     select run_id, trace_id, arg_max(name, total_ns) as name
     from (
         select run_id, trace_id, name, sum(end_ns - ts_ns) as total_ns
-        from top_annotations
+        from loop_candidates
         group by all
         having count(*) >= 2
     )
@@ -118,7 +126,7 @@ annotation_steps as (
         rank,
         ts_ns as host_start_ns,
         coalesce(lead(ts_ns) over (partition by run_id, trace_id order by ts_ns, end_ns), end_ns) as host_end_ns
-    from top_annotations
+    from loop_candidates
     semi join loop_names using (run_id, trace_id, name)
 ),
 

@@ -25,25 +25,35 @@ PASSES = 4
 
 
 def _forward_loop(folder: Path) -> list[tuple[int, int]]:
-    """A loop of forward passes under record_function("forward"), profiled without a schedule (no ProfilerStep);
-    returns each pass's (start, end) in ns from the trace's base time."""
+    """A loop of forward passes under record_function("forward") over a DataLoader, profiled without a schedule (no
+    ProfilerStep); returns each pass's (start, end) in ns from the trace's base time. The loader's
+    enumerate(DataLoader)#...__next__ annotations repeat at the top of the thread too, holding more time than the
+    passes: they are part of an iteration, not the iterations."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    class Samples(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 16 * PASSES
+
+        def __getitem__(self, index: int) -> torch.Tensor:
+            return torch.randn(64, 64).mean(0)
+
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
-    x = torch.randn(16, 64)
     with profile(activities=[ProfilerActivity.CPU]) as prof, torch.no_grad():
-        for _ in range(PASSES):
+        for batch in torch.utils.data.DataLoader(Samples(), batch_size=16):
             with record_function("forward"):
-                model(x)
-            torch.randn(8, 8).sum()  # work between passes, outside any annotation
+                model(batch)
     folder.mkdir(parents=True)
     path = folder / "rank-0.json"
     prof.export_chrome_trace(str(path))
     trace = json.loads(path.read_text())
     base = trace.get("baseTimeNanoseconds", 0)
     assert not [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
-    passes = [e for e in trace["traceEvents"] if e.get("name") == "forward" and e.get("cat") == "user_annotation"]
+    annotations = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"]
+    passes = [e for e in annotations if e["name"] == "forward"]
+    loading = [e for e in annotations if e["name"].startswith("enumerate(DataLoader)#")]
+    assert len(passes) == PASSES and sum(e["dur"] for e in loading) > sum(e["dur"] for e in passes)
     # as the ingest reads them: ns = round(µs × 1000), end = start + duration
     return sorted((base + round(e["ts"] * 1000), base + round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in passes)
 
@@ -106,7 +116,7 @@ def test_repeated_top_level_annotations_are_the_steps(found) -> None:
     assert [r["step_rule"] for r in rows] == ["annotation"] * PASSES
     assert [r["step"] for r in rows] == list(range(PASSES))
     starts = [start for start, _ in found["passes"]]
-    # each pass runs from its start to the next one's (the work between passes is the iteration's), the last to its end
+    # each pass runs from its start to the next one's (loading the next batch is the iteration's), the last to its end
     assert [r["start_ns"] for r in rows] == starts
     assert [r["end_ns"] for r in rows] == [*starts[1:], found["passes"][-1][1]]
     assert all(r["kernel_ns"] == 0 and r["total_ns"] > 0 for r in rows)
