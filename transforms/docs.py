@@ -144,9 +144,14 @@ Five "communication" numbers, each answering a different question:
                                         with collective args (else record_param_comms ops); torch's gloo backend
                                         records neither, so gloo jobs show in the step and overlap tables only.
 
-Two GPU utilizations:
+Three GPU utilizations:
   gpu_metrics.gpu_utilization_ratio     kernel busy time / [first step start, last step end] (tb_plugin's GPU
                                         summary): steps only, kernels only. Use it for training-loop efficiency.
+                                        Without ProfilerStep the steps are found from the trace (step_rule) and
+                                        cover the device work they queued, where tb_plugin reads the host span.
+  run_metrics step_gpu_utilization_ratio  the median healthy step's kernel share (step_breakdown.
+                                        step_gpu_utilization_ratio): warm-up and outlier steps left out; the
+                                        fleet view and `tracelake check` show it.
   temporal_breakdown.compute_ratio      compute-kernel time / the whole GPU timeline span (HTA), idle_ratio the rest
                                         idle; counts memcpy, memset and communication as non-compute. Use it to
                                         compare with HTA or for traces without ProfilerStep.

@@ -1,4 +1,9 @@
 -- One row per GPU of a trace: torch-tb-profiler's GPU summary over [first step start, last step end] of int_steps.
+-- On a trace with ProfilerStep#N the steps are tb_plugin's, and so are the figures. Deliberate difference: without
+-- it, the steps int_steps finds from the trace (step_rule) cover the device work their launches queued, where
+-- tb_plugin's one step is the host ops' span and reads 0 % for a GPU busy after the host is done (inference
+-- servers, graph replays). This is the trace's window; run_metrics' step_gpu_utilization_ratio is the median
+-- healthy step's instead.
 -- Utilization = busy time (union of kernels) / span; Est. SM efficiency = time-weighted min(1, Σ blocks per SM of
 -- the running kernels) / span (idle counts 0; null when no kernel has blocks per SM); Est. achieved occupancy =
 -- kernel-time-weighted mean of `est. achieved occupancy %` / 100 (idle not counted). Kernels only.
@@ -10,10 +15,11 @@
 -- column: span_start_ns: first step start
 -- column: span_end_ns: last step end
 -- column: busy_ns: union of kernel time within the span
+-- column: step_rule: the rule that found the trace's steps (int_steps): profiler_step, annotation, graph_launch, whole_trace
 with
 
 span as (
-    select run_id, trace_id, min(start_ns) as span_start_ns, max(end_ns) as span_end_ns
+    select run_id, trace_id, min(start_ns) as span_start_ns, max(end_ns) as span_end_ns, any_value(step_rule) as step_rule
     from int_steps
     group by run_id, trace_id
 ),
@@ -67,7 +73,8 @@ select
     devices_used.rank,
     span.span_start_ns,
     span.span_end_ns,
-    busy.busy_ns
+    busy.busy_ns,
+    span.step_rule
 from devices_used
 left join span using (run_id, trace_id)
 left join busy using (run_id, trace_id, device)

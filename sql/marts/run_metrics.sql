@@ -3,14 +3,17 @@
 -- Each is the median over the run's healthy steps of the step's value across the ranks, with a robust spread: the
 -- median absolute deviation of those steps' values over their median (MAD / median). Healthy steps are the
 -- ProfilerStep numbers that no trace of the run flags as warm-up or outlier (step_health); a run without ProfilerStep
--- has one step, 0, its whole trace (as int_steps and step_breakdown keep it), so its spread is 0.
+-- has the steps int_steps finds (repeated annotations, graph launches, else one step 0 for the whole trace), all
+-- of them healthy.
 --   step_ns (higher is worse): the step's host time (step_health.total_ns) on its slowest rank, which sets the pace of
 --     a synchronous job; runs with ProfilerStep only.
 --   exposed_communication_ns (higher is worse): communication not hidden under computation
 --     (comm_overlap_by_step.communication_ns), the mean over ranks; runs with communication only.
---   gpu_utilization_ratio (lower is worse): the share of the step during which a kernel runs
---     (step_breakdown.kernel_ns / total_ns: torch-tb-profiler's GPU utilization within one step), the mean over ranks;
---     runs with GPU kernels only.
+--   step_gpu_utilization_ratio (lower is worse): the share of the step during which a kernel runs
+--     (step_breakdown.step_gpu_utilization_ratio), the mean over ranks; runs with GPU kernels only. It is the
+--     median healthy step's, not gpu_metrics.gpu_utilization_ratio (tb_plugin's GPU summary: busy time over the
+--     trace's whole step window, warm-up and outlier steps included, per GPU): the two differ where steps do
+--     (nccl_rank0_of_2: 17.3 % here, 23.3 % there), so they have two names.
 --   mfu_ratio (lower is worse): model FLOPs utilization (step_mfu.mfu_ratio), the mean over ranks; runs whose
 --     steps have a known GPU peak only.
 --   <type>_kernel_ns, one per HTA kernel type the run has (computation_kernel_ns, communication_kernel_ns,
@@ -20,10 +23,10 @@
 -- peak_memory_bytes (higher is worse) is measured once per run (no spread, no steps): the highest allocated memory
 -- of any GPU (memory_peaks), the CPU's in a run without GPU memory events.
 -- grain: run_id, metric
--- source: tracelake (issue 39); healthy steps as step_health, GPU utilization as torch-tb-profiler 0.4.3's GPU summary
--- (gpu_metrics_parser.py), MFU as step_mfu (PaLM's), kernel types as HTA 0.5.0 get_kernel_type; ANCHORS.md §2.2, §3.4,
+-- source: tracelake (issue 39); healthy steps as step_health, a step's GPU utilization as torch-tb-profiler 0.4.3's
+-- step time breakdown (overall_parser.py: kernel time / step time), MFU as step_mfu (PaLM's), kernel types as HTA 0.5.0 get_kernel_type; ANCHORS.md §2.2, §3.4,
 -- §3.5
--- column: metric: the headline metric, its unit as its suffix: step_ns, exposed_communication_ns, gpu_utilization_ratio, mfu_ratio, <type>_kernel_ns, peak_memory_bytes
+-- column: metric: the headline metric, its unit as its suffix: step_ns, exposed_communication_ns, step_gpu_utilization_ratio, mfu_ratio, <type>_kernel_ns, peak_memory_bytes
 -- column: job: the run's job: its run_id up to the last '.', i.e. the runs' parent folder (a run_id without '.' is its own job)
 -- column: started_ns: when the run started: its earliest event (runs.first_ts_ns)
 -- column: value: the metric's value, in its name's unit: the median over the healthy steps (peak_memory_bytes: the run's peak)
@@ -88,7 +91,7 @@ step_samples as (
     join healthy_steps using (run_id, step)
     group by all
     union all
-    select breakdown.run_id, breakdown.step, 'gpu_utilization_ratio', avg(breakdown.kernel_ns / nullif(breakdown.total_ns, 0))
+    select breakdown.run_id, breakdown.step, 'step_gpu_utilization_ratio', avg(breakdown.step_gpu_utilization_ratio)
     from step_breakdown as breakdown
     join healthy_steps using (run_id, step)
     join gpu_runs using (run_id)
@@ -146,6 +149,6 @@ select
     metrics.value,
     metrics.spread,
     metrics.steps,
-    metrics.metric not in ('gpu_utilization_ratio', 'mfu_ratio') as higher_is_worse
+    metrics.metric not in ('step_gpu_utilization_ratio', 'mfu_ratio') as higher_is_worse
 from metrics
 left join runs using (run_id)

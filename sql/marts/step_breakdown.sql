@@ -2,7 +2,8 @@
 -- Memset > Communication > Runtime > DataLoader > CPU Exec > Other, each role taking what higher ones left), so the
 -- parts sum to total_ns = step end - step start exactly. Steps are int_steps' device-side ranges.
 -- Communication counts the nccl:*/gloo:* op ranges and the kernels sharing their External id. Several windows of one
--- rank are kept apart by trace_id (their ProfilerStep numbers differ; traces without ProfilerStep all have step 0).
+-- rank are kept apart by trace_id (their ProfilerStep numbers differ; traces without ProfilerStep number the steps
+-- int_steps finds from 0). Without ProfilerStep a step covers the device work its launches queued (int_steps).
 -- grain: run_id, rank, step, trace_id
 -- source: torch-tb-profiler 0.4.3 Overview "Step Time Breakdown" (overall_parser.py create_from_range); ANCHORS.md §3.4
 -- column: kernel_ns: step time whose top activity was kernel
@@ -14,6 +15,8 @@
 -- column: cpu_exec_ns: step time whose top activity was cpu exec
 -- column: other_ns: step time whose top activity was other
 -- column: total_ns: the step's wall time (the parts sum to it)
+-- column: step_gpu_utilization_ratio: kernel_ns / total_ns, the share of this step a kernel runs in (gpu_metrics.gpu_utilization_ratio: the whole window's, per GPU)
+-- column: step_rule: the rule that found the step (int_steps): profiler_step, annotation, graph_launch, whole_trace
 with
 
 parts as (
@@ -48,6 +51,8 @@ select
     int_steps.end_ns - int_steps.start_ns as total_ns,
     int_steps.trace_id,
     int_steps.start_ns,
-    int_steps.end_ns
+    int_steps.end_ns,
+    coalesce(parts.kernel_ns, 0) / nullif(int_steps.end_ns - int_steps.start_ns, 0) as step_gpu_utilization_ratio,
+    int_steps.step_rule
 from int_steps
 left join parts using (run_id, trace_id, step)

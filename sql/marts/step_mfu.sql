@@ -18,6 +18,11 @@
 -- (deviceProperties.name, int_gpu_peaks) for that dtype (bf16 and fp16 share the tensor-core rate, fp32 the
 -- non-tensor-core rate). mfu_ratio = achieved_tflops_per_s / peak_tflops_per_s: null without a known peak (CPU
 -- traces, unknown GPUs). hardware_flops: model_flops plus recomputed FLOPs (HFU's numerator).
+-- flops_known_ratio: the share of the step's work whose FLOPs op_perf knows, so that an MFU is read with it: the
+-- device time (or, in a trace without device activity, the host time) of the step's outermost ops that have FLOPs
+-- (any op_perf family, matrix or not), over that of its top-level ops. An MFU of a ResNet whose convolutions carry
+-- no shapes, or of a model of custom kernels, counts little of its work: its flops_known_ratio says so (0 where no
+-- op of the step has FLOPs). A page showing mfu_ratio shows it beside.
 -- grain: run_id, rank, step, trace_id
 -- source: MFU as PaLM (Chowdhery et al. 2022, appendix B) defines it; FLOPs from op_perf (TraceLens' model, torch with_flops)
 -- column: model_flops: FLOPs of the step's matrix products, recomputation left out
@@ -29,6 +34,7 @@
 -- column: hardware_flops: model_flops plus forward work recomputed in backward
 -- column: gpu_model: the GPU whose peak applies
 -- column: trace_id: the trace of the step (a rank's trace files may each number their steps from 0)
+-- column: flops_known_ratio: share of the step's device time (host time without device activity) in ops whose FLOPs are known
 with
 
 matrix_shapes as (
@@ -77,6 +83,54 @@ calls as (
         and matrix_shapes.op_name = nodes.name
         and matrix_shapes.input_dims = shapes.input_dims
     where nodes.tree = 'torch' and not nodes.merged_into_parent
+),
+
+-- The ops whose FLOPs op_perf knows, outermost first: their subtrees' time is the work MFU can account for.
+known_ops as (
+    select nodes.trace_id, nodes.thread_no, nodes.pos, nodes.last_pos, nodes.ts_ns, nodes.dur_ns, nodes.device_total_ns
+    from int_op_nodes as nodes
+    join int_op_shapes as shapes using (trace_id, event_idx)
+    join (select distinct trace_id, op_name, input_dims from op_perf where flops is not null) as known
+        on known.trace_id = nodes.trace_id
+        and known.op_name = nodes.name
+        and known.input_dims = shapes.input_dims
+    where nodes.tree = 'torch' and not nodes.merged_into_parent
+),
+
+-- The step's accountable time: the outermost known ops' and the top-level ops', each starting in a host step.
+work as (
+    select trace_id, ts_ns, dur_ns, device_total_ns, true as is_known
+    from known_ops
+    where not exists (
+        select 1 from known_ops as outer_op
+        where outer_op.trace_id = known_ops.trace_id
+            and outer_op.thread_no = known_ops.thread_no
+            and outer_op.pos < known_ops.pos
+            and known_ops.pos <= outer_op.last_pos
+    )
+    union all
+    select trace_id, ts_ns, dur_ns, device_total_ns, false
+    from int_op_nodes
+    where tree = 'torch' and depth = 0
+),
+
+known_shares as (
+    select
+        int_steps.trace_id,
+        int_steps.step,
+        case
+            when sum(work.device_total_ns) filter (where not work.is_known) > 0
+                then coalesce(sum(work.device_total_ns) filter (where work.is_known), 0)
+                    / sum(work.device_total_ns) filter (where not work.is_known)
+            else coalesce(sum(work.dur_ns) filter (where work.is_known), 0)
+                / nullif(sum(work.dur_ns) filter (where not work.is_known), 0)
+        end as flops_known_ratio
+    from work
+    asof join int_steps
+        on int_steps.trace_id = work.trace_id
+        and int_steps.host_start_ns <= work.ts_ns
+    where work.ts_ns < int_steps.host_end_ns
+    group by all
 ),
 
 -- Forward work run again in backward (activation checkpointing): a call that records autograd history there.
@@ -156,9 +210,11 @@ rated as (
             when 'bf16' then trace_peaks.fp16_tflops
             when 'fp16' then trace_peaks.fp16_tflops
             when 'fp8' then trace_peaks.fp8_tflops
-        end as peak_tflops_per_s
+        end as peak_tflops_per_s,
+        coalesce(known_shares.flops_known_ratio, 0) as flops_known_ratio
     from step_windows
     left join per_step using (trace_id, step)
+    left join known_shares using (trace_id, step)
     left join int_trace_peaks as trace_peaks using (trace_id)
 )
 
@@ -174,5 +230,6 @@ select
     achieved_tflops_per_s / peak_tflops_per_s as mfu_ratio,
     hardware_flops,
     gpu_model,
-    trace_id
+    trace_id,
+    flops_known_ratio
 from rated

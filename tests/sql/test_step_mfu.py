@@ -75,10 +75,11 @@ def _train(folder: Path, recompute: bool) -> list[int]:
 
 
 def _gemm_step_trace(folder: Path, device_name: str, dtype: str, *, file: str = "rank-0.json", at_us: int = 1000,
-                     steps: int = 1, profiler_steps: bool = True, kernel_us: int = 700) -> None:
+                     steps: int = 1, profiler_steps: bool = True, kernel_us: int = 700, custom_us: int = 0) -> None:
     """``steps`` steps of 1000 µs from ``at_us`` on a GPU named ``device_name`` (without ``profiler_steps``, no
     ProfilerStep#N: the trace is one step), each an aten::mm of two 4096 x 4096 ``dtype`` matrices (2 x 4096^3
-    FLOPs) launching its kernel, which runs ``kernel_us`` from 200 µs into its step or the previous kernel's end."""
+    FLOPs) launching its kernel, which runs ``kernel_us`` from 200 µs into its step or the previous kernel's end;
+    with ``custom_us``, an op of no known FLOPs then launches a kernel of that long, right after the GEMM's."""
     events, kernel_end = [], 0
     for index in range(steps):
         start, correlation = at_us + 1000 * index, 9 + index
@@ -95,6 +96,16 @@ def _gemm_step_trace(folder: Path, device_name: str, dtype: str, *, file: str = 
             {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm", "pid": 0, "tid": 7, "ts": kernel_start,
              "dur": kernel_us, "args": {"External id": 2, "correlation": correlation, "device": 0, "stream": 7}},
         ]
+        if custom_us:
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": "custom::fused_block", "pid": 1, "tid": 1, "ts": start + 300,
+                 "dur": 50, "args": {"External id": 3}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": start + 310,
+                 "dur": 10, "args": {"External id": 3, "correlation": 100 + index}},
+                {"ph": "X", "cat": "kernel", "name": "custom_fused_kernel", "pid": 0, "tid": 7, "ts": kernel_end,
+                 "dur": custom_us, "args": {"External id": 3, "correlation": 100 + index, "device": 0, "stream": 7}},
+            ]
+            kernel_end += custom_us
     if not profiler_steps:
         events = [event for event in events if event["cat"] != "user_annotation"]
     trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device_name}], "traceEvents": events,
@@ -128,6 +139,8 @@ def mfu(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict[str, list[
                      kernel_us=2000)
     # three steps whose GEMMs take 2000 µs each: the host runs further ahead of the GPU at every step
     _gemm_step_trace(src / "gpu_queued", "NVIDIA H100 80GB HBM3", "c10::BFloat16", steps=3, kernel_us=2000)
+    # the GEMM's 700 µs kernel and 100 µs of a custom op's, whose FLOPs nothing knows
+    _gemm_step_trace(src / "gpu_custom", "NVIDIA H100 80GB HBM3", "c10::BFloat16", kernel_us=700, custom_us=100)
     # one rank profiled twice, each profiler numbering its steps from the same number
     for file, at_us in (("rank-0.a.json", 1000), ("rank-0.b.json", 50_000)):
         _gemm_step_trace(src / "two_windows", "NVIDIA H100 80GB HBM3", "c10::BFloat16", file=file, at_us=at_us)
@@ -198,6 +211,18 @@ def test_a_host_running_ahead_times_steps_on_the_device_side(mfu) -> None:
     assert {step: row["step_ns"] for step, row in rows["gpu_queued"].items()} == {
         1: 2_200_000, 2: 2_000_000, 3: 2_000_000}
     assert all(row["mfu_ratio"] < 1 for row in rows["gpu_queued"].values())
+
+
+def test_mfu_says_the_share_of_work_whose_flops_are_known(mfu) -> None:
+    """flops_known_ratio: the step's device time in ops with known FLOPs over its top-level ops' (ProfilerStep#1
+    holds both kernels); a CPU run's host time alike."""
+    rows, _, _ = mfu
+    assert rows["gpu0"][1]["flops_known_ratio"] == 1.0
+    (custom,) = rows["gpu_custom"].values()
+    assert custom["flops_known_ratio"] == pytest.approx(700 / 800)
+    assert custom["model_flops"] == 2 * 4096**3  # the custom op adds no FLOPs, only unaccounted time
+    for row in rows["plain"].values():  # the MLP's GEMMs, activations and optimizer: part of the step has FLOPs
+        assert 0 < row["flops_known_ratio"] < 1
 
 
 def test_steps_numbered_alike_in_two_traces_of_a_rank_are_rows_of_each(mfu) -> None:

@@ -23,6 +23,8 @@ NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float"  # the name prefix HTA 0.
 # Start of each rank's all-reduce kernel within every 1000 µs step; all end at +800 µs (the collective blocks).
 LATE_STARTS = {0: 200, 1: 210, 2: 500}
 BALANCED_STARTS = {0: (200, 210), 1: (210, 200)}  # odd steps, even steps: the last arriver alternates
+TIED_STARTS = {0: (500, 200), 1: (200, 300)}  # each arrives last at 2 of 4, rank 0 300 µs late, rank 1 100 µs
+WIDE_STARTS = {**{rank: 200 for rank in range(7)}, 7: 700}  # 8 ranks, rank 7 500 µs late at every step
 
 
 def _nccl_run(folder: Path, starts: dict[int, object]) -> None:
@@ -45,6 +47,8 @@ def nccl_stragglers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
     src = tmp_path_factory.mktemp("stragglers_src")
     _nccl_run(src / "late_rank", LATE_STARTS)
     _nccl_run(src / "balanced", BALANCED_STARTS)
+    _nccl_run(src / "tied", TIED_STARTS)
+    _nccl_run(src / "wide", WIDE_STARTS)
     lake_dir = tmp_path_factory.mktemp("stragglers_lake")
     _, results = build_lake(src, lake_dir, {"stragglers"})
     rows = {(r["run_id"], r["rank"]): r for r in read_mart(lake_dir, "stragglers")}
@@ -59,14 +63,15 @@ def test_checks_pass(nccl_stragglers):
 
 def test_late_rank_worked_numbers(nccl_stragglers):
     _, rows, _ = nccl_stragglers
-    # Each of the 4 all-reduces: rank 2 starts last (+500 µs); rank 0 waits 300 µs, rank 1 290 µs, so rank 2 caused
-    # 590 µs per step, 2360 µs in all. Span: first start 1200 µs to last end 4800 µs = 3600 µs; 5 % = 180 µs.
+    # Each of the 4 all-reduces: rank 2 starts last (+500 µs); rank 0 waits 300 µs, rank 1 290 µs, so rank 2 held
+    # each up 300 µs (the first arrival's wait: wall time, not the ranks' waits summed), 1200 µs in all. Span: first
+    # start 1200 µs to last end 4800 µs = 3600 µs; 5 % = 180 µs.
     r0, r1, r2 = (rows[("late_rank", r)] for r in range(3))
     assert [r["collectives"] for r in (r0, r1, r2)] == [4, 4, 4]
     assert [r["arrived_last_count"] for r in (r0, r1, r2)] == [0, 0, 4]
     assert [r["arrived_first_count"] for r in (r0, r1, r2)] == [4, 0, 0]
     assert r2["arrived_last_ratio"] == 1.0 and r0["arrived_last_ratio"] == 0.0
-    assert [r["caused_wait_ns"] for r in (r0, r1, r2)] == [0, 0, 2_360_000]
+    assert [r["caused_wait_ns"] for r in (r0, r1, r2)] == [0, 0, 1_200_000]
     assert [r["total_wait_ns"] for r in (r0, r1, r2)] == [1_200_000, 1_160_000, 0]
     assert r0["mean_wait_ns"] == 300_000 and r2["collective_span_ns"] == 3_600_000
     assert [r["is_straggler"] for r in (r0, r1, r2)] == [False, False, True]
@@ -82,6 +87,29 @@ def test_balanced_run_has_no_straggler(nccl_stragglers):
     assert (r0["caused_wait_ns"], r1["caused_wait_ns"]) == (20_000, 20_000)
     assert r0["caused_wait_ratio"] == r1["caused_wait_ratio"] == 0.5
     assert not r0["is_straggler"] and not r1["is_straggler"]
+
+
+def test_a_tie_is_no_verdict(nccl_stragglers):
+    _, rows, _ = nccl_stragglers
+    # Rank 0 held its two collectives up 300 µs each, rank 1 its two 100 µs: rank 0 caused 3/4 of the wait, well
+    # over 5 % of the 3600 µs span, but each arrived last at 2 of 4 collectives, so neither is called the straggler.
+    r0, r1 = rows[("tied", 0)], rows[("tied", 1)]
+    assert (r0["arrived_last_count"], r1["arrived_last_count"]) == (2, 2)
+    assert (r0["caused_wait_ns"], r1["caused_wait_ns"]) == (600_000, 200_000)
+    assert r0["caused_wait_ratio"] == 0.75
+    assert not r0["is_straggler"] and not r1["is_straggler"]
+
+
+def test_caused_wait_fits_the_window(nccl_stragglers):
+    _, rows, results = nccl_stragglers
+    # Rank 7 held each of 4 collectives up 500 µs: 2000 µs of the 3600 µs span, where the 7 waiting ranks' waits
+    # summed (14000 µs) would not fit in it.
+    wide = [rows[("wide", rank)] for rank in range(8)]
+    assert wide[7]["caused_wait_ns"] == 2_000_000 and wide[7]["is_straggler"]
+    assert wide[7]["total_wait_ns"] == 0 and wide[0]["total_wait_ns"] == 2_000_000
+    assert all(r["caused_wait_ns"] <= r["collective_span_ns"] for r in rows.values())
+    (mart,) = results["wide"]
+    assert [c.passed for c in mart.checks if c.name == "caused_wait_within_span"] == [True]
 
 
 def test_verdict_agrees_with_hta(nccl_stragglers, tmp_path):
@@ -108,17 +136,22 @@ def _gloo_reference(run_dir: Path) -> dict[int, dict[str, int]]:
             k = seen[e["name"]] = seen.get(e["name"], 0) + 1
             ranges.setdefault((e["name"], k), {})[rank] = base + round(e["ts"] * 1000)
     ref: dict[int, dict[str, int]] = {}
+    held_up: dict[int, list[tuple[int, int]]] = {}
     for starts in ranges.values():
         if len(starts) < 2:
             continue
         latest = max(starts.values())
-        last = [r for r, t in starts.items() if t == latest]
-        for rank in starts:
-            row = ref.setdefault(rank, {"collectives": 0, "arrived_last": 0, "caused_wait": 0.0})
+        for rank, t in starts.items():
+            row = ref.setdefault(rank, {"collectives": 0, "arrived_last": 0, "caused_wait": 0})
             row["collectives"] += 1
-            if rank in last:
+            if t == latest:
                 row["arrived_last"] += 1
-                row["caused_wait"] += sum(latest - u for u in starts.values()) / len(last)
+                held_up.setdefault(rank, []).append((min(starts.values()), latest))
+    for rank, intervals in held_up.items():  # the wall time the rank held collectives up: the intervals' union
+        reach = None
+        for lo, hi in sorted(intervals):
+            ref[rank]["caused_wait"] += max(0, hi - max(lo, reach if reach is not None else lo))
+            reach = hi if reach is None else max(reach, hi)
     return ref
 
 

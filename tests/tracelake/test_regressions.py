@@ -91,10 +91,10 @@ def test_run_metrics_hold_the_median_step_of_the_slowest_rank_and_its_spread(job
         assert job_ == "train" and steps == 3
         assert value == pytest.approx(median, rel=1e-6) and got_spread == pytest.approx(spread, rel=1e-4)
     metrics = {metric for run, metric in rows if run == "train.r1"}
-    assert metrics == {"step_ns", "exposed_communication_ns", "gpu_utilization_ratio", "computation_kernel_ns",
+    assert metrics == {"step_ns", "exposed_communication_ns", "step_gpu_utilization_ratio", "computation_kernel_ns",
                        "communication_kernel_ns", "memory_kernel_ns"}  # the trace has no [memory] events
     # Stretching a step stretches its kernels alike: utilization stays the template's in every run.
-    utilization = [value for (run, metric), (_, value, _, _) in rows.items() if metric == "gpu_utilization_ratio"]
+    utilization = [value for (run, metric), (_, value, _, _) in rows.items() if metric == "step_gpu_utilization_ratio"]
     assert max(utilization) == pytest.approx(min(utilization), rel=1e-5)
 
 

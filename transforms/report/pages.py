@@ -581,9 +581,9 @@ def render_run_report(
 
 # ----------------------------------------------------------------------------------------------- fleet view
 
-TABLE_METRICS = ("step_ns", "gpu_utilization_ratio", "mfu_ratio", "exposed_communication_ns", "peak_memory_bytes")
+TABLE_METRICS = ("step_ns", "step_gpu_utilization_ratio", "mfu_ratio", "exposed_communication_ns", "peak_memory_bytes")
 """The run_metrics shown as the fleet view's table columns, in this order; every metric a job has gets a trend panel."""
-_TITLES = {"step_ns": "step time", "gpu_utilization_ratio": "GPU utilization", "mfu_ratio": "MFU",
+_TITLES = {"step_ns": "step time", "step_gpu_utilization_ratio": "GPU utilization (median step)", "mfu_ratio": "MFU",
            "exposed_communication_ns": "exposed communication", "peak_memory_bytes": "peak memory"}
 SHORT_ID = 24  # a run id up to this long stays on one line; a longer one wraps after . - _ (or every 24 characters)
 _BREAK_AFTER = re.compile(r"([._-])")
