@@ -28,7 +28,7 @@ def _options(storage_options_json: str) -> dict[str, Any] | None:
     return orjson.loads(storage_options_json) if storage_options_json else None
 
 
-class TraceSourceResource(dg.ConfigurableResource):
+class TraceSourceResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dagster's generic is its own value
     """The folder or bucket prefix holding one folder of trace files per run."""
 
     url: str
@@ -44,7 +44,7 @@ class TraceSourceResource(dg.ConfigurableResource):
         return _options(self.storage_options_json)
 
 
-class LakeResource(dg.ConfigurableResource):
+class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dagster's generic is its own value
     """The lake: its data (a local path or ``s3://`` URL) and its DuckLake catalog."""
 
     url: str
@@ -57,7 +57,7 @@ class LakeResource(dg.ConfigurableResource):
         return Lake(self.url, _options(self.storage_options_json), self.catalog or None)
 
 
-class IngestSettingsResource(dg.ConfigurableResource):
+class IngestSettingsResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # Dagster's generic is its own value
     """Bounds for each parse step (chunk size, DuckDB memory budget, how many steps share the machine's cores) and
     for the marts step's DuckDB."""
 
@@ -87,7 +87,7 @@ def _from_env(variable: Variable) -> dg.EnvVar | str:
     return dg.EnvVar(variable.name) if variable.is_set() else ""
 
 
-def default_resources() -> dict[str, dg.ConfigurableResource]:
+def default_resources() -> dict[str, dg.ConfigurableResource]:  # type: ignore[type-arg]
     """Resources bound to the variables of :mod:`pipelines.settings`."""
     source_ints = {field: dg.EnvVar.int(variable.name)
                    for field, variable in (("full_pass_every", FULL_PASS_EVERY), ("settle_seconds", SETTLE_S))

@@ -37,7 +37,8 @@ def _entries(piece: bytes, counts: Counter[str]) -> list[Any]:
     """The entries of ``piece`` (``{...}, 42, {...}``, read as an array), else of each of its
     ``}, {``-separated parts that decodes; a part that does not is counted as a malformed event."""
     try:
-        return tolerant_loads(b"[" + piece + b"]", counts)
+        entries: list[Any] = tolerant_loads(b"[" + piece + b"]", counts)
+        return entries
     except ValueError:
         pass
     entries = []

@@ -94,7 +94,7 @@ def trace_handler(
             packed = Path(tmp) / name
             prof.export_chrome_trace(str(plain))
             # isal's level 2 is several times faster than gzip's default 9; training waits on this.
-            with open(plain, "rb") as src, igzip.open(packed, "wb") as out:
+            with open(plain, "rb") as src, igzip.open(packed, "wb") as out:  # type: ignore[no-untyped-call]
                 shutil.copyfileobj(src, out, 1 << 20)
             publish(fs, packed, dest)
         log.info("wrote trace %s", full_url(fs, dest))

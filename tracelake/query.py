@@ -88,7 +88,7 @@ def run_query(
     catalog: str | None = None,
     run: str | None = None,
     seal: Callable[[Lake], None] | None = None,
-) -> tuple[list[str], list[tuple]]:
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run one read-only statement over the lake's latest snapshot; returns (column names, rows).
 
     With ``run``, the tables the query names by bare name hold only that run's rows, read from its own files.
@@ -120,7 +120,7 @@ def run_sql(
     options: dict[str, Any] | None = None,
     catalog: str | None = None,
     run: str | None = None,
-) -> tuple[list[str], list[tuple]]:
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """:func:`run_query` as ``tracelake sql`` runs it: in a child process that can hold no more than
     ``TRACELAKE_SQL_MEMORY_LIMIT`` beyond what this one holds, and is killed ``GRACE_S`` after the time limit.
 
@@ -159,7 +159,8 @@ def run_sql(
         shutil.rmtree(room, ignore_errors=True)  # its mounts went with the child's namespace: empty folders here
     if outcome == "error":
         raise value
-    return value
+    answer: tuple[list[str], list[tuple[Any, ...]]] = value
+    return answer
 
 
 def _out_of_memory() -> str:
@@ -239,7 +240,7 @@ class _VersionExpired(Exception):
     """A file the query read was deleted: a concurrent ingest committed and expired the version it was reading."""
 
 
-def _run_once(query: str, lake: Lake, run: str | None, seal: Callable[[Lake], None] | None) -> tuple[list[str], list[tuple]]:
+def _run_once(query: str, lake: Lake, run: str | None, seal: Callable[[Lake], None] | None) -> tuple[list[str], list[tuple[Any, ...]]]:
     with lake.connect(read_only=True) as con:
         seen = None  # the snapshot read
         timer = threading.Timer(TIME_LIMIT_S, con.interrupt)

@@ -32,7 +32,8 @@ def _segmented_cummax(values: np.ndarray, segment_id: np.ndarray) -> np.ndarray:
     if int(segment_id[-1]) * span >= 2**62:
         raise ValueError("critical path: step too long for int64 segment offsets")
     offset = segment_id * span
-    return np.maximum.accumulate(values - low + offset) - offset + low
+    maxima: np.ndarray = np.maximum.accumulate(values - low + offset) - offset + low
+    return maxima
 
 
 def longest_path_split(

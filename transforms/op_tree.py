@@ -135,7 +135,8 @@ def _merges_and_children(
     """``merged_into_parent`` and ``children_ns`` of each linked range (in the result's order, ``order`` giving each
     one's input row and ``parent`` its parent's place in the result, -1 for none)."""
     def ordered(name: str) -> np.ndarray:
-        return rows.field(name).to_numpy(zero_copy_only=False)[order]
+        column: np.ndarray = rows.field(name).to_numpy(zero_copy_only=False)[order]
+        return column
 
     has_parent = parent >= 0
     child, of = np.flatnonzero(has_parent), parent[has_parent]
@@ -197,7 +198,8 @@ def _linked_rows(ranges: pa.ChunkedArray) -> pa.Array:
 def _range_sums(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
     """The sum of ``values[first[i]:last[i] + 1]`` for each i."""
     running = np.concatenate(([0], np.cumsum(values)))
-    return running[last + 1] - running[first]
+    sums: np.ndarray = running[last + 1] - running[first]
+    return sums
 
 
 def register_functions(con: duckdb.DuckDBPyConnection) -> None:

@@ -65,7 +65,7 @@ def _commit(context: dg.AssetExecutionContext, lake: LakeResource, settings: Ing
     can_subset=True,
     name="marts",
 )
-def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettingsResource):
+def marts(context: dg.AssetExecutionContext, lake: LakeResource, ingest_settings: IngestSettingsResource):  # type: ignore[no-untyped-def]  # Dagster reads a return annotation as the outputs' type
     """Build the selected SQL marts on DuckDB over the run's raw tables and commit them."""
     committed = _commit(context, lake, ingest_settings, {key.path[-1] for key in context.selected_asset_keys})
     if committed.built.failure:

@@ -12,6 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.utils import is_valid_name  # the check DynamicOutput applies to mapping keys
@@ -80,7 +81,7 @@ def version_of(context: dg.OpExecutionContext | dg.AssetExecutionContext) -> str
 
 
 @dg.op(out={"run": dg.Out(RunSource), "traces": dg.DynamicOut(TraceFile)})
-def list_traces(context: dg.OpExecutionContext, config: RawIngestConfig, source: TraceSourceResource):
+def list_traces(context: dg.OpExecutionContext, config: RawIngestConfig, source: TraceSourceResource):  # type: ignore[no-untyped-def]  # Dagster reads a return annotation as the outputs' type
     """List the run's trace files: one parse step per trace."""
     run = _find_run(context.partition_key, config, source)
     yield dg.Output(run, output_name="run")
@@ -127,7 +128,7 @@ def complete_staging(
 
 
 @dg.op(out={table: dg.Out(dg.Nothing) for table in RAW_TABLES})
-def stage_raw_tables(
+def stage_raw_tables(  # type: ignore[no-untyped-def]  # Dagster reads a return annotation as the outputs' type
     context: dg.OpExecutionContext,
     run: RunSource,
     parsed: list[str],
@@ -157,7 +158,7 @@ def stage_raw_tables(
 
 
 @dg.config_mapping
-def _run_url_config(config: RawIngestConfig) -> dict:
+def _run_url_config(config: RawIngestConfig) -> dict[str, Any]:
     """Keep the asset's run config flat (``ops.raw_tables.config.run_url``), whatever the graph's op names."""
     return {"list_traces": {"config": {"run_url": config.run_url}}}
 
@@ -174,7 +175,7 @@ def _run_url_config(config: RawIngestConfig) -> dict:
     name="raw_tables",
     config=_run_url_config,
 )
-def raw_tables():
+def raw_tables():  # type: ignore[no-untyped-def]  # Dagster reads a return annotation as the outputs' type
     """Parse every trace of the run in its own step, then stage the run's own tables and its manifest."""
     run, traces = list_traces()
     return stage_raw_tables(run, traces.map(parse_trace).collect())
