@@ -8,6 +8,7 @@ from typing import Any
 from pipelines.lake.lake import Lake, LakeError
 from pipelines.lake.read import table_files, table_names
 from tracelake.output import print_table, write_result
+from tracelake.suggest import did_you_mean
 from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
 from transforms.units import unit_of
 
@@ -85,7 +86,9 @@ def show_tables(
             print(f"\n{GUIDE}\nOne table's columns, units and meaning: tracelake tables TABLE")
         return 0
     if table not in docs and table not in in_lake:
-        print(f"tracelake tables: no table {table!r}; known: {', '.join(sorted(docs))}")
+        known = set(docs) | set(in_lake)
+        print(f"tracelake tables: no table {table!r}{did_you_mean(table, known)} (tracelake tables lists all "
+              f"{len(known)})", file=sys.stderr)
         return 2
     doc = docs.get(table)
     if doc and doc.layer == "fleet":  # a view over every run: its own grain, neither run_id nor rank implied
@@ -107,8 +110,9 @@ def list_files(
     with Lake(lake_url, options, catalog).connect(read_only=True) as con:
         files = table_files(con)
     if table is not None and table not in files:
-        known = ", ".join(sorted(files)) or "none yet"
-        print(f"tracelake files: the lake {lake_url} has no table {table!r}; its tables: {known}", file=sys.stderr)
+        hint = did_you_mean(table, files) if files else "; it has no table yet"
+        print(f"tracelake files: the lake {lake_url} has no table {table!r}{hint} (tracelake tables lists them)",
+              file=sys.stderr)
         return 2
     for name in [table] if table else sorted(files):
         for path in files[name]:

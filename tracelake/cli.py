@@ -233,8 +233,16 @@ def _run(args: argparse.Namespace) -> int:
         from transforms.composition.steps import BuildSettings
 
         build = BuildSettings(memory_limit=args.memory_limit) if args.memory_limit else BuildSettings()
-        return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
-                      catalog=args.catalog, jobs=args.jobs, settings=IngestSettings(build=build), record=args.record)
+        try:
+            return ingest(args.source, args.lake, storage_options=_storage_options(args.storage_option),
+                          catalog=args.catalog, jobs=args.jobs, settings=IngestSettings(build=build),
+                          record=args.record)
+        except FileNotFoundError as exc:  # the SOURCE itself (a trace gone mid-ingest is that run's error line)
+            if exc.filename is not None or not str(exc).startswith("source "):
+                raise
+            print(f"tracelake ingest: {exc}: give a folder or URL holding trace files (*.json, *.json.gz)",
+                  file=sys.stderr)
+            return 2
     if args.command == "sql":
         from tracelake.output import write_result
         from tracelake.query import run_sql

@@ -9,6 +9,7 @@ import polars as pl
 
 from pipelines.lake.read import open_lake
 from tracelake.output import write_result
+from tracelake.suggest import missing_runs_hint
 from transforms.compare import compare_runs
 
 
@@ -25,10 +26,11 @@ def run_compare(
     out: str | None = None,
 ) -> int:
     """Print what got slower from ``run_a`` to ``run_b`` (largest slowdown per rank-step first); returns the exit code."""
+    con = open_lake(lake_url, options, catalog=catalog)
     try:
-        table = compare_runs(open_lake(lake_url, options, catalog=catalog), run_a, run_b)
+        table = compare_runs(con, run_a, run_b)
     except ValueError as exc:
-        print(f"tracelake compare: {exc}", file=sys.stderr)
+        print(f"tracelake compare: {exc}{missing_runs_hint(con, [run_a, run_b])}", file=sys.stderr)
         return 2
     if out:
         table.write_parquet(out)
