@@ -246,6 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "sql":
         from tracelake.output import write_result
         from tracelake.query import run_sql
+        from tracelake.result_units import unit_columns
 
         try:
             columns, rows = run_sql(args.query, args.lake, options=_storage_options(args.storage_option),
@@ -258,7 +259,8 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"tracelake sql: {exc}", file=sys.stderr)
                 return 2
             raise
-        write_result(columns, rows, args.format)
+        units = unit_columns(args.query, columns) if args.format == "table" else None
+        write_result(columns, rows, args.format, units=units)
         return 0
     if args.command == "compare":
         from tracelake.compare import run_compare
