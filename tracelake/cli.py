@@ -136,6 +136,7 @@ def _add_history(commands: argparse._SubParsersAction) -> None:
     history = commands.add_parser("history", help="the committed versions of a run the lake keeps (snapshot, when, "
                                   "source fingerprint) and how many it expired")
     history.add_argument("run_id", help="the run whose versions to list")
+    history.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
     _lake_options(history)
 
 

@@ -14,10 +14,12 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
-def missing_runs_hint(con: duckdb.DuckDBPyConnection, names: Iterable[str | None]) -> str:
-    """A "did you mean" for each of ``names`` that is not a run of the lake behind ``con``."""
+def missing_runs_hint(
+    con: duckdb.DuckDBPyConnection, names: Iterable[str | None], runs: str = "select run_id from runs"
+) -> str:
+    """A "did you mean" for each of ``names`` that is not a run of the lake behind ``con`` (``runs`` lists them)."""
     try:
-        known = [run for (run,) in con.execute("select run_id from runs").fetchall()]
+        known = [run for (run,) in con.execute(runs).fetchall()]
     except duckdb.Error:  # a lake with no run yet: its error says so already
         return ""
     return "".join(did_you_mean(name, known) for name in names if name and name not in known)
