@@ -35,6 +35,7 @@ from pipelines.checks import (
 from pipelines.identity import RankClaim, TraceFile, claim_rank
 from pipelines.jsonstream import MAX_EVENT_BYTES, EventChunker, open_decompressed
 from pipelines.metadata import device_rows, metadata_rows, process_group_rows
+from pipelines.progress import reading
 from pipelines.quality import QualityIssue
 from pipelines.repair import repair_events
 from pipelines.rows import PARQUET_FORMAT, PARQUET_VERSION, one, sql_path, write_rows
@@ -417,7 +418,8 @@ def parse_trace(
     con = _connect(workdir, settings)
     loader = _EventLoader(con, workdir, trace, workers=settings.threads, max_event_bytes=settings.max_event_bytes)
     try:
-        with fs.open(path, "rb") as raw:
+        with fs.open(path, "rb") as opened:
+            raw = reading(opened, trace.url, trace.size_bytes)
             chunker = EventChunker(
                 open_decompressed(raw), chunk_bytes=settings.chunk_bytes, max_event_bytes=settings.max_event_bytes
             )

@@ -8,6 +8,7 @@ from typing import Any
 from pipelines.lake.lake import Lake, LakeError
 from pipelines.lake.read import table_files, table_names
 from tracelake.output import print_table, write_result
+from tracelake.suggest import did_you_mean
 from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
 from transforms.units import unit_of
 
@@ -16,6 +17,9 @@ RUNS_QUERY = """
            first_ts_ns as started_ns, last_ts_ns - first_ts_ns as span_ns
     from runs order by first_ts_ns, run_id
 """
+
+
+RUNS_HEADERS = {"started_ns": "started", "span_ns": "span"}
 
 
 def list_runs(
@@ -30,7 +34,10 @@ def list_runs(
         raise LakeError(f"the lake {lake_url} holds no run yet: no ingest has committed to it. Run "
                         f"tracelake ingest SOURCE --lake {lake_url}")
     columns, rows = run_query(RUNS_QUERY, lake_url, options=options, catalog=catalog)
-    write_result(columns, rows, fmt)
+    if fmt == "table":  # a date and a span for people; csv and json keep the exact ns under their names
+        print_table([RUNS_HEADERS.get(c, c) for c in columns], rows, units=columns)
+    else:
+        write_result(columns, rows, fmt)
     return 0
 
 
@@ -85,7 +92,9 @@ def show_tables(
             print(f"\n{GUIDE}\nOne table's columns, units and meaning: tracelake tables TABLE")
         return 0
     if table not in docs and table not in in_lake:
-        print(f"tracelake tables: no table {table!r}; known: {', '.join(sorted(docs))}")
+        known = set(docs) | set(in_lake)
+        print(f"tracelake tables: no table {table!r}{did_you_mean(table, known)} (tracelake tables lists all "
+              f"{len(known)})", file=sys.stderr)
         return 2
     doc = docs.get(table)
     if doc and doc.layer == "fleet":  # a view over every run: its own grain, neither run_id nor rank implied
@@ -107,8 +116,9 @@ def list_files(
     with Lake(lake_url, options, catalog).connect(read_only=True) as con:
         files = table_files(con)
     if table is not None and table not in files:
-        known = ", ".join(sorted(files)) or "none yet"
-        print(f"tracelake files: the lake {lake_url} has no table {table!r}; its tables: {known}", file=sys.stderr)
+        hint = did_you_mean(table, files) if files else "; it has no table yet"
+        print(f"tracelake files: the lake {lake_url} has no table {table!r}{hint} (tracelake tables lists them)",
+              file=sys.stderr)
         return 2
     for name in [table] if table else sorted(files):
         for path in files[name]:

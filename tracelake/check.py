@@ -12,6 +12,7 @@ import polars as pl
 
 from pipelines.lake.read import open_lake
 from tracelake.output import print_table
+from tracelake.suggest import missing_runs_hint
 from transforms.regressions import DEFAULT_MAX_REGRESSION, RunCheck, RunNotChecked, check_run
 from transforms.units import format_change, format_ratio, format_value
 
@@ -81,7 +82,7 @@ def run_check(
         try:
             check = check_run(con, run_id, baseline=baseline, max_regression=max_regression, metrics=metrics)
         except RunNotChecked as exc:
-            print(f"tracelake check: {exc}", file=sys.stderr)
+            print(f"tracelake check: {exc}{missing_runs_hint(con, [run_id, baseline])}", file=sys.stderr)
             return NOT_CHECKED
     if fmt == "json":
         sys.stdout.write(orjson.dumps(_as_json(check), default=str, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -3,25 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from pipelines.lake.lake import Lake
+from pipelines.lake.lake import ALIAS, Lake
 from pipelines.lake.maintenance import maintain as maintain_lake
-from pipelines.lake.maintenance import run_history
 from pipelines.lake.migrate import migrate_manifests
+from pipelines.settings import RETENTION
+from tracelake.history import history_of
 from tracelake.output import write_result
+from tracelake.suggest import missing_runs_hint
+from transforms.units import plural
 
 
 def history(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
-    """Print the run's committed versions, oldest first; exit 1 when the lake records none."""
+    """Print the run's committed versions that the lake keeps, oldest first, and what it expired; exit 1 when the
+    run is not in the lake."""
     with Lake(args.lake, options, args.catalog).connect(read_only=True) as con:
-        versions = run_history(con, args.run_id)
-    if not versions:
-        print(f"tracelake history: no version of run {args.run_id!r} in {args.lake}")
+        found = history_of(con, args.run_id)
+        hint = "" if found.versions else missing_runs_hint(con, [args.run_id],
+                                                            f"select distinct run_id from {ALIAS}.raw.traces")
+    if not found.versions:
+        print(f"tracelake history: no version of run {args.run_id!r} in {args.lake}{hint}", file=sys.stderr)
         return 1
-    rows = [(v.snapshot_id, v.committed_at, v.fingerprint, "marts only" if v.marts_only else "traces", v.source)
-            for v in versions]
-    write_result(["snapshot_id", "committed_at", "fingerprint", "rebuilt", "source"], rows, "table")
+    rows = [(v.snapshot_id, v.committed_at, v.fingerprint, "marts only" if v.marts_only else "traces", v.source,
+             "current; its snapshot record expired" if v.record_expired else
+             ("current" if v is found.versions[-1] else "readable as of its snapshot"))
+            for v in found.versions]
+    write_result(["snapshot_id", "committed_at", "fingerprint", "rebuilt", "source", "version"], rows, args.format)
+    if args.format == "table":
+        print(f"The lake keeps {plural(found.snapshots_kept, 'snapshot')} of the {found.snapshots_made:,} it "
+              f"committed: it expired {found.expired:,} past its retention ({RETENTION.name}, default none), and "
+              f"with them any earlier version of {args.run_id} that only they read.")
     return 0
 
 

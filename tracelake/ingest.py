@@ -20,6 +20,7 @@ from pipelines.lake.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
 from pipelines.storage import redact
+from tracelake.progress_bar import ingest_progress
 from transforms.composition.ingest import IngestedRun, IngestSettings, ingest_run
 from transforms.composition.steps import PROGRESS
 from transforms.report.files import write_fleet_view
@@ -47,6 +48,8 @@ class _Target:
     catalog: str | None
     storage_options: dict[str, Any] | None
     settings: IngestSettings
+    bars: bool = False
+    """Progress bars (stdout is a terminal that one run at a time writes to), else plain lines."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ def _ingest_one(target: _Target, run: RunSource, position: str) -> RunOutcome:
         print(f"[{position}] run {run.run_id}: {plural(len(run.traces), 'trace')}", flush=True)
         lake = Lake(target.lake_url, target.storage_options, target.catalog)
         try:
-            ingested = ingest_run(run, lake, source_options=target.storage_options, settings=target.settings)
+            with ingest_progress(bars=target.bars):
+                ingested = ingest_run(run, lake, source_options=target.storage_options, settings=target.settings)
         except Exception as exc:  # the previous version of the run is left whole: say why, go on with the next
             PROGRESS.error("ERROR run %s: %s: %s", run.run_id, type(exc).__name__, exc)
             return RunOutcome(run.run_id, None, printer.errors)
@@ -140,7 +144,8 @@ def ingest(
     lake.check_layout()  # fails here, once, on a lake that cannot be written
     for leftover in sweep_dead_scratch():
         print(f"removed {leftover}, left by an ingest that was killed", flush=True)
-    target = _Target(lake.url, catalog, storage_options, settings or IngestSettings())
+    bars = sys.stdout.isatty() and (len(runs) == 1 or jobs <= 1)  # workers' bars would draw over one another
+    target = _Target(lake.url, catalog, storage_options, settings or IngestSettings(), bars)
     items = [(run, f"{index}/{len(runs)}") for index, run in enumerate(runs, start=1)]
     if len(runs) == 1:
         outcomes = {runs[0].run_id: _ingest_one(target, *items[0])}

@@ -19,20 +19,54 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def print_table(columns: list[str], rows: list[tuple], *, title: str | None = None, footer: bool = True) -> None:
+_GAP = 2
+"""Characters between two columns of :func:`print_table`'s tables (padding), and at the line's start."""
+
+
+def _cut_to_fit(columns: list[str], cells: list[list[str]], longest: list[int], one_line: tuple[str, ...],
+                width: int) -> None:
+    """Cut the cells of the ``one_line`` columns, in place, to the width the other columns leave them (12 at least),
+    with an ellipsis."""
+    others = sum(n for n, c in zip(longest, columns, strict=True) if c not in one_line)
+    cut = [i for i, c in enumerate(columns) if c in one_line]
+    room = max(12, (width - others - _GAP * len(columns) - 1) // len(cut))
+    for i in cut:
+        for cell in cells:
+            if len(cell[i]) > room:
+                cell[i] = cell[i][: room - 1] + "…"
+        longest[i] = max([len(columns[i]), *(len(cell[i]) for cell in cells)])
+
+
+def print_table(
+    columns: list[str],
+    rows: list[tuple],
+    *,
+    title: str | None = None,
+    footer: bool = True,
+    units: list[str] | None = None,
+    one_line: tuple[str, ...] = (),
+) -> None:
     """Rows as a table fitted to the terminal's width; ``*_ns`` as µs/ms/s, ``*_bytes`` as KiB/MiB/GiB, ratios as %.
 
-    Long text wraps within its column instead of widening the table; numbers are right-aligned.
+    ``units`` names, for each column, the column whose unit its values have (default: its own name). Short columns
+    (numbers, names) are never cut: long text takes the width left, wrapping within its column, or cut to one line
+    with an ellipsis for the columns in ``one_line``; numbers are right-aligned.
     """
     width = shutil.get_terminal_size((120, 24)).columns
     console = Console(file=sys.stdout, width=width, highlight=False, soft_wrap=False)
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False, collapse_padding=True)
-    cells = [[format_value(c, v) for c, v in zip(columns, row, strict=True)] for row in rows]
+    cells = [[format_value(c, v) for c, v in zip(units or columns, row, strict=True)] for row in rows]
+    longest = [max([len(column), *(len(cell[i]) for cell in cells)]) for i, column in enumerate(columns)]
+    if one_line:
+        _cut_to_fit(columns, cells, longest, one_line, width)
+    short = [n <= 32 or c in one_line for n, c in zip(longest, columns, strict=True)]  # the rest gives way
+    # Short columns keep their whole width where the terminal has room for them and 12 characters of each long one.
+    whole = sum(n if s else 12 for n, s in zip(longest, short, strict=True)) + _GAP * len(columns) <= width
     for i, column in enumerate(columns):
         numeric = any(_is_number(row[i]) for row in rows)
-        short = max((len(cell[i]) for cell in cells), default=0) <= 32  # only long text (names, paths) wraps
-        table.add_column(column, justify="right" if numeric else "left", no_wrap=short,
-                         overflow="ellipsis" if short else "fold")
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=short[i],
+                         min_width=longest[i] if whole and short[i] else None,
+                         overflow="ellipsis" if short[i] else "fold")
     for cell in cells:
         table.add_row(*(Text(value) for value in cell))  # Text: brackets in names are not rich markup
     console.print(table)
@@ -40,8 +74,9 @@ def print_table(columns: list[str], rows: list[tuple], *, title: str | None = No
         console.print(f"({plural(len(rows), 'row')})")
 
 
-def write_result(columns: list[str], rows: list[tuple], fmt: str) -> None:
-    """Print a result as a human table, CSV, or a JSON array of row objects; CSV and JSON keep exact values (ns)."""
+def write_result(columns: list[str], rows: list[tuple], fmt: str, *, units: list[str] | None = None) -> None:
+    """Print a result as a human table, CSV, or a JSON array of row objects; CSV and JSON keep exact values (ns).
+    ``units``: for the table, each column's unit column (:func:`print_table`)."""
     out = sys.stdout
     if fmt == "json":
         records = [dict(zip(columns, row, strict=True)) for row in rows]
@@ -51,4 +86,4 @@ def write_result(columns: list[str], rows: list[tuple], fmt: str) -> None:
         writer.writerow(columns)
         writer.writerows(rows)
     else:
-        print_table(columns, rows)
+        print_table(columns, rows, units=units)

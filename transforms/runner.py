@@ -11,6 +11,7 @@ import duckdb
 import numpy as np
 
 from pipelines.lake.run_scope import scope_to_run
+from pipelines.progress import report
 from pipelines.rows import one, sql_path
 from pipelines.tables import ADDED_COLUMNS, RAW_TABLES
 from transforms import critical_path, op_tree, step_segments
@@ -295,6 +296,7 @@ def build_marts(
                             other.interrupt()
                         future.result()
                     done.add(name)
+                    report("models", "SQL models", len(done), len(order))
                     if models[name].layer != "marts":
                         built.add(name)
                 for name in [n for n in built if read_by[n] <= done]:  # its memory goes to the models still to run

@@ -82,6 +82,14 @@ def format_timestamp_ns(value: int) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
+def format_number(value: float) -> str:
+    """A number without a unit, in 4 significant digits and never in e-notation above 1: ``0.1235``, ``1,353``,
+    ``69,440``."""
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.4g}" if value == 0 or abs(value) >= 1e-4 else f"{value:.2e}"
+
+
 def format_value(column: str, value: Any) -> str:
     """One cell for people: units by the column's suffix, ``—`` for a missing value, timestamps as dates."""
     if value is None:
@@ -97,8 +105,10 @@ def format_value(column: str, value: Any) -> str:
             return format_bytes(value)
         if column.endswith("_ratio"):
             return format_ratio(value)
+        if column.endswith("_pct"):  # a change (change_pct) is signed: +4,663.0 %
+            return f"{value:{'+' if 'change' in column else ''},.1f} %"
         if isinstance(value, float):
-            return f"{value:.4g}"
+            return format_number(value)
         return f"{value:,}"
     return str(value)
 

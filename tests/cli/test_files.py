@@ -50,7 +50,7 @@ def test_files_lists_exactly_the_catalogs_files(cli, lake: Path) -> None:
     every = cli("files", "--lake", str(lake))
     assert every.code == 0 and str(committed) in every.stdout.splitlines()
     unknown = cli("files", "no_such_table", "--lake", str(lake))
-    assert unknown.code == 2 and "no table 'no_such_table'" in unknown.stderr and "kernels" in unknown.stderr
+    assert unknown.code == 2 and "no table 'no_such_table'" in unknown.stderr and "tracelake tables lists" in unknown.stderr
 
 
 def test_the_runs_next_ingest_removes_what_a_killed_ingest_left(cli, lake: Path, source: Path) -> None:
