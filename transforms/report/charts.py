@@ -87,18 +87,28 @@ def stacked_time_bars(rows: Sequence[dict[str, Any]], *, label_title: str, value
     }, width=WIDTH, height={"step": 22})
 
 
+def kernel_category(kernel_type: str | None) -> str:
+    """A kernel's chart category by its HTA kernel type: communication kernels are coloured as communication,
+    memory kernels as memcpy, the rest as compute (``kernel``)."""
+    return {"COMMUNICATION": "communication", "MEMORY": "memcpy"}.get(str(kernel_type or "").upper(), "kernel")
+
+
 def ranked_time_bars(rows: Sequence[dict[str, Any]], *, value_title: str) -> Spec:
-    """Bars of ``value_ns`` per ``name``, largest first, labelled ``#1 …`` (the table beside it has full names)."""
+    """Bars of ``value_ns`` per ``name``, largest first, labelled ``#1`` and the ``short`` name (the whole name on
+    hover and in the table beside it), coloured by ``category`` (:func:`kernel_category`)."""
     title, scale = _time_axis(max((r["value_ns"] for r in rows), default=0), value_title)
-    values = [{"key": f"#{i} {_short(r['name'])}", "value": r["value_ns"] / scale,
+    values = [{"key": f"#{i} {_short(r.get('short', r['name']))}", "value": r["value_ns"] / scale,
+               "category": r.get("category", "kernel"),
                "desc": f"#{i} {r['name']}: {format_ns(r['value_ns'])}"} for i, r in enumerate(rows, 1)]
+    categories = list(dict.fromkeys(v["category"] for v in values))
     # Labels are cut to a length already (_short), so no pixel limit (0): with one, Vega measures each label to cut
     # it, which was half of this chart's 0.2 s in vl-convert, on the ingest's path (its report waits for it).
-    return _chart(values, mark={"type": "bar", "color": CATEGORY_COLORS["kernel"]}, encoding={
+    return _chart(values, mark={"type": "bar"}, encoding={
         "y": {"field": "key", "type": "nominal", "title": None, "sort": None, "axis": {"labelLimit": 0}},
         "x": {"field": "value", "type": "quantitative", "title": title},
+        "color": {"field": "category", "type": "nominal", "title": "kind", "scale": _category_scale(categories)},
         "description": _description(),
-    }, width=WIDTH - 120, height={"step": 20})
+    }, width=WIDTH - 220, height={"step": 20})
 
 
 def time_series(
