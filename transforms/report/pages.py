@@ -144,6 +144,10 @@ def _missing(text: str) -> str:
     return f'<p class="missing">{escape(text)}</p>'
 
 
+_IDENTIFIERS = frozenset({"rank", "device", "stream", "stage", "source_line", "step"})
+"""Columns that say which row a figure is (not figures themselves): never marked."""
+
+
 def figure_attributes(metric: str, row: Mapping[str, Any], value: Any, *, unit: str, title: str) -> str:
     """The machine-readable marker of one shown figure: ``data-metric`` (``table.column`` it is read from),
     ``data-row`` (its row's grain values, JSON), ``data-value`` (the value as read), ``data-unit`` (the name its units
@@ -176,7 +180,7 @@ def html_table(
 
     def cell(row: Mapping[str, Any], key: str, header: str) -> str:
         value = row.get(key)
-        if source is None or key.startswith("html_") or key not in row or not (
+        if source is None or key.startswith("html_") or key in grain or key in _IDENTIFIERS or key not in row or not (
                 value is None or isinstance(value, int | float)):
             return ""
         return figure_attributes(f"{source}.{key}", {g: row.get(g) for g in grain}, value, unit=key, title=header)
@@ -225,7 +229,7 @@ def _recommendations(t: _Tables, run_id: str) -> str | None:
         key = {"run_id": r["run_id"], "rule": r["rule"]}
         stake = "" if r["time_at_stake_ns"] is None else (
             f' <span class="stake"{figure_attributes("report_recommendations.time_at_stake_ns", key, r["time_at_stake_ns"], unit="time_at_stake_ns", title="time at stake")}>'
-            f"{escape(format_ns(r['time_at_stake_ns']))} at stake</span>")
+            f"{escape(format_value('time_at_stake_ns', r['time_at_stake_ns']))}</span> at stake")
         items.append(f'<li class="finding sev-{escape(severity)}" data-rule="{escape(r["rule"])}">'
                      f'<span class="severity">{escape(severity)}</span> <b>{escape(r["rule"])}</b>'
                      f'{" (" + escape(where) + ")" if where else ""}{stake}: {escape(str(r["message"] or ""))}</li>')
@@ -467,7 +471,8 @@ def _top_kernels(t: _Tables, run_id: str) -> str | None:
     return _chart(chart) + html_table(rows, [
         ("rank_no", "#"), ("html_name", "kernel"), ("type", "type"), ("calls", "calls"), ("total_ns", "total"),
         ("mean_ns", "mean"), ("min_ns", "min"), ("max_ns", "max"), ("uses_tensor_cores", "tensor cores"),
-        ("mean_est_achieved_occupancy_ratio", "est. achieved occupancy"), ("mean_blocks_per_sm", "blocks per SM"),
+        ("mean_est_achieved_occupancy_ratio", "kernel's est. achieved occupancy"),
+        ("mean_blocks_per_sm", "blocks per SM"),
     ], source="report_kernels", grain=("run_id", "kernel_name"))
 
 
