@@ -27,6 +27,7 @@ from transforms.units import format_value
 
 SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 _FIGURE = re.compile(r"<(td|span)\b([^>]*\bdata-metric=\"[^\"]*\"[^>]*)>(.*?)</\1>", re.S)
+COUNTS = frozenset({"steps", "calls", "ranks", "collectives", "launches"})
 _ATTRIBUTE = re.compile(r'\b(data-[a-z]+)="([^"]*)"')
 
 
@@ -121,10 +122,10 @@ def check_pages(lake: Path) -> list[dict[str, Any]]:
         definition = f["metric"] + (f"[{f['row']['metric']}]" if "metric" in f["row"] else "")
         by_title.setdefault((f["row"]["run_id"], f["title"]), set()).add(definition)
     assert {k: v for k, v in by_figure.items() if len(v) > 1} == {}, "a figure shown with two values"
-    # A name on a run's pages means one definition: a column of one table (counts such as steps or calls are
-    # columns of several page queries, each its own definition, so only names of one column's figures are compared).
-    clashes = {k: v for k, v in by_title.items() if len({d.split(".", 1)[1] for d in v}) > 1
-               or any(d.startswith(("run_metrics", "gpu_metrics")) for d in v) and len(v) > 1}
+    # A name on a run's pages means one definition: a column of one table. Counts (steps, calls, ranks ...) are
+    # columns of several page queries, each counting what its table counts, under the same plain name.
+    clashes = {k: v for k, v in by_title.items()
+               if len({d for d in v if d.split(".", 1)[1] not in COUNTS}) > 1}
     assert clashes == {}, f"one name, two definitions: {clashes}"
     return shown
 
@@ -156,7 +157,7 @@ _PAGE_FACTS = """(() => ({
     stake: li.querySelector('.stake') ? Number(li.querySelector('.stake').dataset.value) : null})),
   sections: [...document.querySelectorAll('section')].map((s) => s.id),
   kernelBars: [...document.querySelectorAll('#kernels svg [role="graphics-symbol"]')]
-    .filter((el) => el.getAttribute('aria-label')).map((el) => ({label: el.getAttribute('aria-label'),
+    .filter((el) => (el.getAttribute('aria-label') || '').startsWith('#')).map((el) => ({label: el.getAttribute('aria-label'),
                                                                   fill: el.getAttribute('fill')})),
   kernelTitles: [...document.querySelectorAll('#kernels span.kernel')].map((s) => [s.textContent, s.title]),
 }))()"""

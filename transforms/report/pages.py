@@ -51,7 +51,8 @@ h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.15em; margin-top
 table { border-collapse: collapse; font-size: .85em; width: 100%; table-layout: auto; margin: .5em 0; }
 td, th { padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; border-bottom: 1px solid #eee; }
 th, .id { overflow-wrap: normal; } .worse { color: #b3261e; font-weight: 600; }
-th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
 .short { white-space: nowrap; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: .9em; }
 dt { color: #555; } dd { margin: 0; overflow-wrap: anywhere; }
@@ -351,7 +352,7 @@ def _host_communication_note(t: _Tables, run_id: str, rows: Sequence[Mapping[str
 
 
 def _per_rank_bars(
-    t: _Tables, run_id: str, query: str, parts: Sequence[str], has_steps: bool, empty: str
+    t: _Tables, run_id: str, query: str, parts: Sequence[str], has_steps: bool, empty: str, *, kind: str = ""
 ) -> str:
     """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep), from
     ``query``; its table under the chart; ``empty`` says why when there is none."""
@@ -364,11 +365,12 @@ def _per_rank_bars(
     note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
                                  "the bar is the whole trace window, not a step.</p>")
     chart = _chart(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
-    over = "mean over every step of the rank, warm-up included" if has_steps else "the whole trace"
+    over = "per step: the mean over every step of the rank, warm-up included" if has_steps else "over the whole trace"
     table = html_table(rows, [("rank", "rank"), ("steps", "steps"),
-                              *[(f"{p}_ns", f"{p.replace('_', ' ')} ({over})") for p in parts]],
+                              *[(f"{p}_ns", f"{kind}{p.replace('_', ' ')} {over.split(':')[0]}") for p in parts]],
                        source=query, grain=("run_id", "rank"))
-    return note + chart + _host_communication_note(t, run_id, rows, "communication_ns") + table
+    caption = f'<p class="note">The chart\'s figures, {escape(over)}.</p>'
+    return note + chart + _host_communication_note(t, run_id, rows, "communication_ns") + caption + table
 
 
 def _run_start(t: _Tables, run_id: str) -> int | None:
@@ -614,7 +616,7 @@ def _launch_delay(t: _Tables, run_id: str) -> str | None:
 
 def _sync_vs_transfer(t: _Tables, run_id: str) -> str | None:
     return _query_section(t, run_id, "report_sync_vs_transfer", "comm_sync_by_step", [
-        ("rank", "rank"), ("steps", "steps"), ("communication_ns", "communicating"),
+        ("rank", "rank"), ("steps", "steps"), ("communication_ns", "communicating (union over the steps)"),
         ("synchronizing_ns", "waiting for other ranks"), ("data_transfer_ns", "moving data"),
         ("synchronizing_ratio", "share waiting")],
         "Communication split into waiting for the slowest rank and moving data (HTA's communication analysis), "
@@ -628,10 +630,10 @@ def _memory_by_op(t: _Tables, run_id: str) -> str | None:
 
 
 def _modules(t: _Tables, run_id: str, facts: _Facts) -> str | None:
-    device = [("total_device_ns", "device time")] if facts.kernels else []
+    device = [("total_device_ns", "module's device time")] if facts.kernels else []
     return _query_section(t, run_id, "report_modules", "module_stats", [
-        ("module_path", "module"), ("calls", "calls"), ("total_cpu_ns", "CPU total"), ("self_cpu_ns", "self CPU"),
-        *device])
+        ("module_path", "module"), ("calls", "calls"), ("total_cpu_ns", "module's CPU total"),
+        ("self_cpu_ns", "module's self CPU"), *device])
 
 
 def run_report_sections(
@@ -661,7 +663,8 @@ def run_report_sections(
          if t.has("step_breakdown") else None),
         ("Computation and communication overlap per rank", "overlap",
          _per_rank_bars(t, run_id, "report_overlap", OVERLAP_PARTS, has_steps,
-                        facts.no_communication() or no_steps_or_activity or "no step could be timed in this run")
+                        facts.no_communication() or no_steps_or_activity or "no step could be timed in this run",
+                        kind="overlap: ")
          if t.has("comm_overlap_by_step") and (gpu or facts.communication) else None),
     ]
     if gpu:
