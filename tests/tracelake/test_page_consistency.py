@@ -201,3 +201,28 @@ def test_pages_in_chromium_rank_findings_colour_kernels_and_show_the_new_section
     assert "GPU utilization (median healthy step)" in layouts["index"]["text"]
     for layout in layouts.values():
         assert layout["scrollWidth"] <= layout["clientWidth"] and layout["overflowing"] == [], layout["overflowing"]
+
+
+def test_the_fleet_view_lists_runs_without_headline_metrics(tmp_path):
+    """A CPU trace with no ProfilerStep and no memory events has no run_metrics row: the fleet view lists it with
+    why, beside a run that has headline metrics, and says so at the top."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from tests.support.servers import EXAMPLE_TRACES
+
+    traces = tmp_path / "traces"
+    shutil.copytree(EXAMPLE_TRACES / "rocm_mi250", traces / "rocm_mi250")
+    (traces / "no_steps").mkdir()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.randn(64, 64) @ torch.randn(64, 64)
+    prof.export_chrome_trace(str(traces / "no_steps" / "matmul.json"))
+    assert ingest(str(traces), str(tmp_path / "lake"), record=False) == 0
+    con = open_lake(str(tmp_path / "lake"))
+    assert con.execute("select count(*) from run_metrics where run_id = 'no_steps'").fetchone()[0] == 0
+    index = (tmp_path / "lake" / "reports" / "index.html").read_text()
+    unmeasured = index.split('<section id="unmeasured">')[1].split("</section>")[0]
+    assert 'href="no_steps.html"' in unmeasured and "no ProfilerStep markers" in unmeasured
+    assert 'href="rocm_mi250.html"' not in unmeasured and 'href="rocm_mi250.html"' in index
+    assert "1 more run without headline metrics, listed last" in index
+    check_pages(tmp_path / "lake")

@@ -97,7 +97,7 @@ def ranked_time_bars(rows: Sequence[dict[str, Any]], *, value_title: str) -> Spe
     """Bars of ``value_ns`` per ``name``, largest first, labelled ``#1`` and the ``short`` name (the whole name on
     hover and in the table beside it), coloured by ``category`` (:func:`kernel_category`)."""
     title, scale = _time_axis(max((r["value_ns"] for r in rows), default=0), value_title)
-    values = [{"key": f"#{i} {_short(r.get('short', r['name']))}", "value": r["value_ns"] / scale,
+    values = [{"key": f"#{i} {_short(r.get('short', r['name']), 40)}", "value": r["value_ns"] / scale,
                "category": r.get("category", "kernel"),
                "desc": f"#{i} {r['name']}: {format_ns(r['value_ns'])}"} for i, r in enumerate(rows, 1)]
     categories = list(dict.fromkeys(v["category"] for v in values))

@@ -964,9 +964,10 @@ def render_fleet_view(
     if unmeasured:
         sections.append(Section(f"Runs without headline metrics ({len(unmeasured)})", _unmeasured(unmeasured),
                                 "unmeasured"))
-    subtitle = (f"{plural(len(runs) + len(unmeasured), 'run')} in the lake: {plural(len(runs), 'run')} with headline "
-                f"metrics in {plural(len(jobs), 'job')} ({len(history)} with a history of runs, {len(singles)} of a "
-                f"single run), {len(unmeasured)} without; {plural(regressed, 'run')} regressed against its baseline")
+    subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')} ({len(history)} with a history of runs, "
+                f"{len(singles)} of a single run); {plural(regressed, 'run')} regressed against its baseline")
+    if unmeasured:
+        subtitle += f"; {plural(len(unmeasured), 'more run')} without headline metrics, listed last"
     if not runs and unmeasured:
         subtitle = f"{plural(len(unmeasured), 'run')} in the lake, none with headline metrics"
     elif not runs:
