@@ -42,6 +42,9 @@ CATEGORY_COLORS: dict[str, str] = {
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 WIDTH = 640  # plot width in px: the page is 960 px wide, labels take the rest
 REGRESSION_COLOR = "#e15759"
+# vl-convert lays text out with narrower metrics than a browser's sans-serif: room around the plot keeps long axis
+# and legend labels inside the SVG when the page draws them.
+LABEL_PADDING = {"left": 60, "right": 40, "top": 5, "bottom": 5}
 
 
 def _top_level(**spec: Any) -> Spec:
@@ -108,7 +111,7 @@ def ranked_time_bars(rows: Sequence[dict[str, Any]], *, value_title: str) -> Spe
         "x": {"field": "value", "type": "quantitative", "title": title},
         "color": {"field": "category", "type": "nominal", "title": "kind", "scale": _category_scale(categories)},
         "description": _description(),
-    }, width=WIDTH - 220, height={"step": 20})
+    }, width=WIDTH - 260, height={"step": 20}, padding=LABEL_PADDING)
 
 
 def time_series(

@@ -64,7 +64,7 @@ li.sev-critical, li.sev-high, li.sev-error { border-color: #b3261e; background: 
 li.sev-critical .severity, li.sev-high .severity, li.sev-error .severity { color: #b3261e; }
 li.sev-warning, li.sev-medium { border-color: #e8a33d; } li.sev-warning .severity, li.sev-medium .severity { color: #a15c00; }
 li.sev-info .severity { color: #555; } .stake { color: #555; font-variant-numeric: tabular-nums; }
-span.kernel { cursor: help; }
+span.kernel { cursor: help; } td:has(> span.kernel) { min-width: 14em; }
 button.perfetto { cursor: pointer; }
 """
 
