@@ -722,6 +722,7 @@ TABLE_METRICS = ("step_ns", "gpu_utilization_ratio", "mfu_ratio", "exposed_commu
 _TITLES = {"step_ns": "step time (median healthy step)",
            "gpu_utilization_ratio": "GPU utilization (median healthy step)", "mfu_ratio": "MFU",
            "exposed_communication_ns": "exposed communication", "peak_memory_bytes": "peak memory"}
+FEW_STEPS = 3  # a headline value over fewer healthy steps says how many beside it (one short step can be the median)
 SHORT_ID = 24  # a run id up to this long stays on one line; a longer one wraps after . - _ (or every 24 characters)
 _BREAK_AFTER = re.compile(r"([._-])")
 _LONG_PART = re.compile(r"[^._-]{24}")
@@ -792,7 +793,12 @@ def _metric_cell(run: FleetRun, metric: str, *, with_change: bool = True) -> str
         return "—"
     key = {"run_id": run.run_id, "metric": metric}
     marker = figure_attributes("run_metrics.value", key, row["value"], unit=metric, title=metric_title(metric))
-    value = f'<span class="short"{marker}>{escape(format_value(metric, row["value"]))}</span>'
+    steps = row.get("steps")
+    over = f"the median of {plural(steps, 'healthy step')}" if steps is not None else "measured once per run"
+    few = f' <span class="note">({escape(plural(steps, "step"))})</span>' if steps is not None and steps < FEW_STEPS \
+        else ""
+    value = (f'<span class="short" title="{escape(over)}"><span{marker}>{escape(format_value(metric, row["value"]))}'
+             f"</span>{few}</span>")
     if not with_change or row["change_ratio"] is None:
         return value
     change = escape(format_change(row["change_ratio"]))
