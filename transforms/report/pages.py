@@ -286,7 +286,8 @@ def _stragglers(t: _Tables, run_id: str, facts: _Facts) -> str | None:
         verdict = '<p class="verdict good">No straggler: no rank arrives last at collectives more than the others.</p>'
     return verdict + html_table(rows, [("rank", "rank"), ("collectives", "collectives"),
                                        ("arrived_last_count", "arrived last"), ("arrived_last_ratio", "share last"),
-                                       ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")])
+                                       ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")],
+                                 source="stragglers", grain=("run_id", "rank"))
 
 
 @dataclass(frozen=True)
@@ -392,11 +393,7 @@ WINDOW_UTILIZATION = "GPU utilization over the profiled window (torch-tb-profile
 def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
     if not t.has("gpu_utilization_timeline"):
         return None
-    rows = t.rows("""
-        select rank, trace_id, device, bucket_start_ns, gpu_utilization_ratio,
-               count(distinct trace_id) over (partition by rank) as traces_per_rank
-        from gpu_utilization_timeline where run_id = $run_id order by rank, trace_id, device, bucket_start_ns
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_gpu_timeline", run_id=run_id)
     if not rows:
         return _missing("no GPU kernels in this run, so no GPU utilization.")
     origin = start if start is not None else min(r["bucket_start_ns"] for r in rows)
