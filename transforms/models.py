@@ -19,12 +19,15 @@ LAYERS = ("staging", "intermediate", "marts")
 FLEET_LAYER = "fleet"
 """Views over every run (``sql/fleet/``): stored in the lake's catalog (:mod:`pipelines.lake.fleet_views`), never built
 per run; they read the marts of every run."""
-_PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": "", FLEET_LAYER: ""}
+QUERIES_LAYER = "queries"
+"""Queries read with parameters (``sql/queries/``: the run comparison, the pages' figures), never stored in the lake."""
+_PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": "", FLEET_LAYER: "", QUERIES_LAYER: ""}
 _HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized|pieces|piece_name)\s*:\s*(.+)$")
 _COLUMN_LINE = re.compile(r"^--\s*column:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$")
 # Intermediates are read by several models each, so they are computed once as tables by default.
-_DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table", FLEET_LAYER: "view"}
-_ONLY_MATERIALIZED = {"marts": "table", FLEET_LAYER: "view"}
+_DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table", FLEET_LAYER: "view",
+                         QUERIES_LAYER: "view"}
+_ONLY_MATERIALIZED = {"marts": "table", FLEET_LAYER: "view", QUERIES_LAYER: "view"}
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,11 @@ def discover_models(sql_root: Path | None = None) -> dict[str, SqlModel]:
 def discover_fleet_views(sql_root: Path | None = None) -> dict[str, SqlModel]:
     """The views over every run (``sql/fleet/``), by name: what each row is, its grain and columns, as marts."""
     return dict(_parse_models(_model_files(sql_root or default_sql_root(), (FLEET_LAYER,))))
+
+
+def discover_queries(sql_root: Path | None = None) -> dict[str, SqlModel]:
+    """The parameterized queries (``sql/queries/``), by name, with their headers as marts have them."""
+    return dict(_parse_models(_model_files(sql_root or default_sql_root(), (QUERIES_LAYER,))))
 
 
 @functools.lru_cache(maxsize=8)

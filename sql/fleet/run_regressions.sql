@@ -21,6 +21,7 @@
 -- column: is_regression: worse by more than tracelake_max_regression (default 5 %) and by more than noise_ratio
 -- column: higher_is_worse: the direction that is worse (run_metrics.higher_is_worse)
 -- column: max_regression_ratio: the threshold the verdict used
+-- column: steps: the healthy steps the run's value is the median of (run_metrics.steps; null for peak_memory_bytes)
 with
 
 settings as (
@@ -57,7 +58,8 @@ compared as (
         (metrics.value - baseline.value) / nullif(baseline.value, 0) as change_ratio,
         if(baseline.value is null, null, sqrt(coalesce(metrics.spread, 0) ** 2 + coalesce(baseline.spread, 0) ** 2))
             as noise_ratio,
-        metrics.higher_is_worse
+        metrics.higher_is_worse,
+        metrics.steps
     from run_metrics as metrics
     join baselines using (run_id)
     left join run_metrics as baseline
@@ -81,6 +83,7 @@ select
         false
     ) as is_regression,
     compared.higher_is_worse,
-    settings.max_regression_ratio
+    settings.max_regression_ratio,
+    compared.steps
 from compared
 cross join settings

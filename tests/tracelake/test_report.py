@@ -20,6 +20,7 @@ from tests.support.png import decode_png
 from tests.support.servers import EXAMPLE_TRACES
 from tracelake import open_lake
 from transforms.report.charts import CATEGORY_COLORS
+from transforms.report.names import short_kernel_name
 from transforms.report.pages import PERFETTO_URL
 from transforms.units import format_ns
 
@@ -66,13 +67,14 @@ def test_charts_hold_the_runs_numbers_in_one_unit_per_axis(example_lake):
                             "order by total_ns desc limit 1").fetchone()[0]
     assert len(full_name) > 48
     assert f"<title>#1 {escape(full_name)}: " in kernels  # hovering the bar shows the whole name
-    assert f"<td>{escape(full_name)}</td>" in kernels  # and so does the table beside the chart
+    assert f'title="{escape(full_name)}"' in kernels  # and so does the table beside the chart's short name
+    assert f">{escape(short_kernel_name(full_name))}</span>" in kernels
 
 
 @pytest.mark.slow
 def test_reports_render_in_chromium_without_overflow(example_lake, tmp_path):
     expectations = {
-        "nccl_rank0_of_2": ["NVIDIA A100-PG509-200", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long,",
+        "nccl_rank0_of_2": ["NVIDIA A100-PG509-200", "ncclKernel_AllReduce_RING_LL_Sum_float",
                             "GPU0", "Open in Perfetto"],
         "cpu_mlp": ["peak", "rank 0 CPU", "aten::addmm"],
         "simple_add": ["no ProfilerStep markers", "Time per rank (no steps)"],
@@ -86,8 +88,9 @@ def test_reports_render_in_chromium_without_overflow(example_lake, tmp_path):
                 png = page.screenshot(tmp_path / f"{run_id}.png")
             headings = layout["headings"]
             # what to do comes first: the advice, then the large-model analyses and the stragglers where they have rows
-            leading = ("Recommendations", "Model FLOPs utilization per rank", "Communication per process group and "
-                       "phase", "Pipeline bubble per stage", "Stragglers")
+            leading = ("Recommendations", "Headline metrics", "Model FLOPs utilization per rank",
+                       "Communication per process group and phase", "Pipeline bubble per stage", "Stragglers",
+                       "Communication: waiting vs moving data")
             lead = headings[:headings.index("Run")]
             assert lead == [h for h in leading if h in lead] and headings[-1] == "Traces", headings
             for text in texts:
@@ -111,8 +114,9 @@ def test_report_leads_with_what_to_do_where_it_has_rows(example_lake):
     """Recommendations, then the large-model analyses (MFU, communication per group and phase, pipeline bubbles) and
     the stragglers, each where its table has rows for the run, before the run's facts."""
     con = open_lake(str(example_lake))
-    leading = {"recommendations": "recommendations", "mfu": "step_mfu", "groups": "comm_by_group",
-               "pipeline": "pipeline_stages", "stragglers": "stragglers"}
+    leading = {"recommendations": "recommendations", "headline": "run_metrics", "mfu": "step_mfu",
+               "groups": "comm_by_group", "pipeline": "pipeline_stages", "stragglers": "stragglers",
+               "sync": "comm_sync_by_step"}
     for run in ("nccl_rank0_of_2", "cpu_mlp"):
         html = _report(example_lake, run)
         order = re.findall(r'<section id="([a-z]+)">', html)

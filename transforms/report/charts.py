@@ -42,6 +42,9 @@ CATEGORY_COLORS: dict[str, str] = {
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
 WIDTH = 640  # plot width in px: the page is 960 px wide, labels take the rest
 REGRESSION_COLOR = "#e15759"
+# vl-convert lays text out with narrower metrics than a browser's sans-serif: room around the plot keeps long axis
+# and legend labels inside the SVG when the page draws them.
+LABEL_PADDING = {"left": 60, "right": 40, "top": 5, "bottom": 5}
 
 
 def _top_level(**spec: Any) -> Spec:
@@ -87,18 +90,28 @@ def stacked_time_bars(rows: Sequence[dict[str, Any]], *, label_title: str, value
     }, width=WIDTH, height={"step": 22})
 
 
+def kernel_category(kernel_type: str | None) -> str:
+    """A kernel's chart category by its HTA kernel type: communication kernels are coloured as communication,
+    memory kernels as memcpy, the rest as compute (``kernel``)."""
+    return {"COMMUNICATION": "communication", "MEMORY": "memcpy"}.get(str(kernel_type or "").upper(), "kernel")
+
+
 def ranked_time_bars(rows: Sequence[dict[str, Any]], *, value_title: str) -> Spec:
-    """Bars of ``value_ns`` per ``name``, largest first, labelled ``#1 …`` (the table beside it has full names)."""
+    """Bars of ``value_ns`` per ``name``, largest first, labelled ``#1`` and the ``short`` name (the whole name on
+    hover and in the table beside it), coloured by ``category`` (:func:`kernel_category`)."""
     title, scale = _time_axis(max((r["value_ns"] for r in rows), default=0), value_title)
-    values = [{"key": f"#{i} {_short(r['name'])}", "value": r["value_ns"] / scale,
+    values = [{"key": f"#{i} {_short(r.get('short', r['name']), 40)}", "value": r["value_ns"] / scale,
+               "category": r.get("category", "kernel"),
                "desc": f"#{i} {r['name']}: {format_ns(r['value_ns'])}"} for i, r in enumerate(rows, 1)]
+    categories = list(dict.fromkeys(v["category"] for v in values))
     # Labels are cut to a length already (_short), so no pixel limit (0): with one, Vega measures each label to cut
     # it, which was half of this chart's 0.2 s in vl-convert, on the ingest's path (its report waits for it).
-    return _chart(values, mark={"type": "bar", "color": CATEGORY_COLORS["kernel"]}, encoding={
+    return _chart(values, mark={"type": "bar"}, encoding={
         "y": {"field": "key", "type": "nominal", "title": None, "sort": None, "axis": {"labelLimit": 0}},
         "x": {"field": "value", "type": "quantitative", "title": title},
+        "color": {"field": "category", "type": "nominal", "title": "kind", "scale": _category_scale(categories)},
         "description": _description(),
-    }, width=WIDTH - 120, height={"step": 20})
+    }, width=WIDTH - 260, height={"step": 20}, padding=LABEL_PADDING)
 
 
 def time_series(

@@ -18,10 +18,13 @@ from html import escape
 from typing import Any
 
 import duckdb
+import orjson
 
 from pipelines.lake.fleet_views import read_current_fleet_views
 from pipelines.lake.lake import ALIAS
 from transforms.report import charts
+from transforms.report.names import short_kernel_name
+from transforms.report.queries import page_query, query_rows
 from transforms.units import (
     duration_unit,
     format_bytes,
@@ -38,9 +41,8 @@ TOP = 15
 MEMORY_POINTS = 600  # buckets per memory series: the curve's shape (each bucket keeps its maximum), a light page
 PERFETTO_URL = "https://ui.perfetto.dev"
 STEP_PARTS = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+CPU_STEP_PARTS = ("dataloader", "cpu_exec", "other")  # a run without GPU kernels: the parts a CPU step can have
 OVERLAP_PARTS = ("computation", "overlapping", "communication", "other")
-SEVERITY_ORDER = "case lower(severity) when 'high' then 0 when 'error' then 0 when 'medium' then 1 " \
-                 "when 'warning' then 1 else 2 end"
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1.5em 2em; color: #222; max-width: 960px; }
@@ -49,13 +51,20 @@ h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.15em; margin-top
 table { border-collapse: collapse; font-size: .85em; width: 100%; table-layout: auto; margin: .5em 0; }
 td, th { padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; border-bottom: 1px solid #eee; }
 th, .id { overflow-wrap: normal; } .worse { color: #b3261e; font-weight: 600; }
-th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { background: #f6f6f6; } td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
 .short { white-space: nowrap; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: .9em; }
 dt { color: #555; } dd { margin: 0; overflow-wrap: anywhere; }
 .chart svg { max-width: 100%; height: auto; } .verdict { font-size: 1.05em; padding: .5em .8em; border-radius: 4px; }
 .bad { background: #fdecea; } .good { background: #eaf5ea; } tr.regressed td { background: #fdecea; }
-.sev-high, .sev-error { color: #b3261e; font-weight: 600; } .sev-medium, .sev-warning { color: #a15c00; }
+ol.recommendations { padding-left: 1.5em; } li.finding { margin: .3em 0; padding: .3em .5em; border-left: 4px solid #bab0ac; }
+li.finding .severity { font-weight: 600; text-transform: uppercase; font-size: .8em; }
+li.sev-critical, li.sev-high, li.sev-error { border-color: #b3261e; background: #fdecea; }
+li.sev-critical .severity, li.sev-high .severity, li.sev-error .severity { color: #b3261e; }
+li.sev-warning, li.sev-medium { border-color: #e8a33d; } li.sev-warning .severity, li.sev-medium .severity { color: #a15c00; }
+li.sev-info .severity { color: #555; } .stake { color: #555; font-variant-numeric: tabular-nums; }
+span.kernel { cursor: help; } td:has(> span.kernel) { min-width: 14em; }
 button.perfetto { cursor: pointer; }
 """
 
@@ -136,11 +145,28 @@ def _missing(text: str) -> str:
     return f'<p class="missing">{escape(text)}</p>'
 
 
-def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+_IDENTIFIERS = frozenset({"rank", "device", "stream", "stage", "source_line", "step"})
+"""Columns that say which row a figure is (not figures themselves): never marked."""
+
+
+def figure_attributes(metric: str, row: Mapping[str, Any], value: Any, *, unit: str, title: str) -> str:
+    """The machine-readable marker of one shown figure: ``data-metric`` (``table.column`` it is read from),
+    ``data-row`` (its row's grain values, JSON), ``data-value`` (the value as read), ``data-unit`` (the name its units
+    are formatted by) and ``data-title`` (what the page calls it). The page-consistency test reads them back."""
+    shown = "" if value is None else (repr(value) if not isinstance(value, bool) else str(value).lower())
+    return (f' data-metric="{escape(metric)}" data-row="{escape(orjson.dumps(dict(row), default=str).decode())}"'
+            f' data-value="{escape(shown)}" data-unit="{escape(unit)}" data-title="{escape(title)}"')
+
+
+def html_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]], *, source: str | None = None,
+    grain: Sequence[str] = (),
+) -> str:
     """Rows as an HTML table; ``columns`` are (key, header); values in human units by the key's suffix.
 
     Keys starting ``html_`` hold ready HTML. Numbers are right-aligned; short columns never wrap, so only long
-    text (kernel names, paths) takes the line breaks.
+    text (kernel names, paths) takes the line breaks. With ``source`` (the query or mart the rows are), each number
+    is marked as that table's column (:func:`figure_attributes`), its row by the ``grain`` columns.
     """
     cells = [{k: r[k] if k.startswith("html_") else escape(format_value(k, r.get(k))) for k, _ in columns}
              for r in rows]
@@ -152,10 +178,18 @@ def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, s
             kinds[key] = ' class="short"'
         else:
             kinds[key] = ""
+
+    def cell(row: Mapping[str, Any], key: str, header: str) -> str:
+        value = row.get(key)
+        if source is None or key.startswith("html_") or key in grain or key in _IDENTIFIERS or key not in row or not (
+                value is None or isinstance(value, int | float)):
+            return ""
+        return figure_attributes(f"{source}.{key}", {g: row.get(g) for g in grain}, value, unit=key, title=header)
+
     head = "".join(f"<th{kinds[k]}>{escape(h)}</th>" for k, h in columns)
     body = "".join(
         ('<tr class="regressed">' if r.get("_regressed") else "<tr>")
-        + "".join(f"<td{kinds[k]}>{c[k]}</td>" for k, _ in columns) + "</tr>"
+        + "".join(f"<td{kinds[k]}{cell(r, k, h)}>{c[k]}</td>" for k, h in columns) + "</tr>"
         for r, c in zip(rows, cells, strict=True)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -182,18 +216,52 @@ def _summary(t: _Tables, run_id: str) -> str:
 
 
 def _recommendations(t: _Tables, run_id: str) -> str | None:
+    """One item per finding (report_recommendations), critical first then by the time at stake, styled by severity."""
     if not t.has("recommendations"):
         return None
-    rows = t.rows(f"select * from recommendations where run_id = $run_id order by {SEVERITY_ORDER}, rule, trace_id",
-                  run_id=run_id)
+    rows = query_rows(t.con, "report_recommendations", run_id=run_id)
     if not rows:
         return '<p class="verdict good">No rule fired for this run.</p>'
-    items = "".join(
-        f'<li><span class="sev-{escape(str(r.get("severity", "")).lower())}">{escape(str(r.get("severity", "")))}</span> '
-        f'<b>{escape(str(r["rule"]))}</b> ({escape(str(r.get("trace_id", "")))}): {escape(str(r.get("message", "")))}</li>'
-        for r in rows
-    )
-    return f"<ul>{items}</ul>"
+    items = []
+    for r in rows:
+        severity = str(r["severity"] or "info").lower()
+        ranks = r["ranks"] or []
+        where = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}") if ranks else ""
+        key = {"run_id": r["run_id"], "rule": r["rule"]}
+        stake = "" if r["time_at_stake_ns"] is None else (
+            f' <span class="stake"{figure_attributes("report_recommendations.time_at_stake_ns", key, r["time_at_stake_ns"], unit="time_at_stake_ns", title="time at stake")}>'
+            f"{escape(format_value('time_at_stake_ns', r['time_at_stake_ns']))}</span> at stake")
+        items.append(f'<li class="finding sev-{escape(severity)}" data-rule="{escape(r["rule"])}">'
+                     f'<span class="severity">{escape(severity)}</span> <b>{escape(r["rule"])}</b>'
+                     f'{" (" + escape(where) + ")" if where else ""}{stake}: {escape(str(r["message"] or ""))}</li>')
+    note = ('<p class="note">Ranked critical first, then by the time each finding puts at stake on its worst rank '
+            "(report_recommendations); one item per rule, with the ranks it fires on.</p>")
+    return f'<ol class="recommendations">{"".join(items)}</ol>{note}'
+
+
+def _headline(t: _Tables, run_id: str) -> str | None:
+    """The run's headline metrics (run_metrics), under the names the fleet view and ``tracelake check`` give them."""
+    if not t.has("run_metrics"):
+        return None
+    rows = t.rows("select * from run_metrics where run_id = $run_id", run_id=run_id)
+    if not rows:
+        return _missing("no headline metrics for this run (see the fleet view for why).")
+    rows.sort(key=lambda r: _metric_order(r["metric"]))
+    total_steps = t.rows("select count(distinct step) as n from step_health where run_id = $run_id",
+                         run_id=run_id)[0]["n"] if t.has("step_health") else 0
+    items = []
+    for r in rows:
+        title = metric_title(r["metric"])
+        marker = figure_attributes("run_metrics.value", {"run_id": run_id, "metric": r["metric"]}, r["value"],
+                                   unit=r["metric"], title=title)
+        over = "" if r["steps"] is None else (
+            f" over {plural(r['steps'], 'healthy step')}" + (f" of {total_steps}" if total_steps else ""))
+        items.append(f"<dt>{escape(title)}</dt><dd><span{marker}>{escape(format_value(r['metric'], r['value']))}"
+                     f'</span><span class="note">{escape(over)}</span></dd>')
+    note = ('<p class="note">The figures this run is judged by in the fleet view and <code>tracelake check</code> '
+            "(run_metrics): each the median over the run's healthy steps. The sections below show other figures "
+            "under their own names (means over every step, torch-tb-profiler's whole profiled window).</p>")
+    return f"<dl>{''.join(items)}</dl>{note}"
 
 
 def _stragglers(t: _Tables, run_id: str, facts: _Facts) -> str | None:
@@ -218,7 +286,8 @@ def _stragglers(t: _Tables, run_id: str, facts: _Facts) -> str | None:
         verdict = '<p class="verdict good">No straggler: no rank arrives last at collectives more than the others.</p>'
     return verdict + html_table(rows, [("rank", "rank"), ("collectives", "collectives"),
                                        ("arrived_last_count", "arrived last"), ("arrived_last_ratio", "share last"),
-                                       ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")])
+                                       ("caused_wait_ns", "wait it caused others"), ("is_straggler", "straggler")],
+                                 source="stragglers", grain=("run_id", "rank"))
 
 
 @dataclass(frozen=True)
@@ -269,21 +338,40 @@ def _why(*reasons: str) -> str:
     return _missing(next((r for r in reasons if r), "nothing to show for this run.") + ".")
 
 
+def _host_communication_note(t: _Tables, run_id: str, rows: Sequence[Mapping[str, Any]], part: str) -> str:
+    """Where the chart's communication part is empty but the run communicated on the host (gloo, CPU send/recv):
+    that time, under its own name, so the chart is not read as "no communication"."""
+    if any(r.get(part) for r in rows) or not t.has("comm_by_group"):
+        return ""
+    groups = query_rows(t.con, "report_comm_by_group", run_id=run_id)
+    host_ns = sum(g["communication_ns"] or 0 for g in groups)
+    if not host_ns:
+        return ""
+    return ('<p class="note">This chart counts communication on the device (GPU kernels), as torch-tb-profiler does; '
+            f"this run's communication is on the host (gloo or CPU send/recv): {escape(format_ns(host_ns))} over its "
+            'ranks, see <a href="#groups">communication per process group</a>.</p>')
+
+
 def _per_rank_bars(
-    t: _Tables, run_id: str, table: str, parts: Sequence[str], has_steps: bool, empty: str
+    t: _Tables, run_id: str, query: str, parts: Sequence[str], has_steps: bool, empty: str, *, kind: str = ""
 ) -> str:
-    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep);
-    ``empty`` says why when there is none."""
-    select = ", ".join(f"avg({p}_ns) as {p}" for p in parts)
-    rows = t.rows(f"select rank, count(*) as steps, {select} from {table} where run_id = $run_id "
-                  "group by rank order by rank", run_id=run_id)
+    """Mean per step of each part, per rank, stacked (one whole-trace bar when the run has no ProfilerStep), from
+    ``query``; its table under the chart; ``empty`` says why when there is none."""
+    rows = query_rows(t.con, query, run_id=run_id)
     if not rows:
         return _why(empty)
-    bars = [{"label": f"rank {r['rank']}", "category": p, "value_ns": float(r[p] or 0)} for r in rows for p in parts]
+    bars = [{"label": f"rank {r['rank']}", "category": p, "value_ns": float(r[f"{p}_ns"] or 0)}
+            for r in rows for p in parts]
     value_title = "mean time per step" if has_steps else "time over the whole trace"
     note = "" if has_steps else ('<p class="note">This run has no ProfilerStep markers, so there are no steps: '
                                  "the bar is the whole trace window, not a step.</p>")
-    return note + _chart(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
+    chart = _chart(charts.stacked_time_bars(bars, label_title="rank", value_title=value_title))
+    over = "per step: the mean over every step of the rank, warm-up included" if has_steps else "over the whole trace"
+    table = html_table(rows, [("rank", "rank"), ("steps", "steps"),
+                              *[(f"{p}_ns", f"{kind}{p.replace('_', ' ')} {over.split(':')[0]}") for p in parts]],
+                       source=query, grain=("run_id", "rank"))
+    caption = f'<p class="note">The chart\'s figures, {escape(over)}.</p>'
+    return note + chart + _host_communication_note(t, run_id, rows, "communication_ns") + caption + table
 
 
 def _run_start(t: _Tables, run_id: str) -> int | None:
@@ -298,14 +386,14 @@ def _series_label(rank: int, device: int | None, trace_id: str, traces_per_rank:
     return f"{label} ({trace_id})" if traces_per_rank > 1 else label
 
 
+WINDOW_UTILIZATION = "GPU utilization over the profiled window (torch-tb-profiler)"
+"""gpu_metrics' utilization: a name of its own beside run_metrics' median-step GPU utilization (:func:`metric_title`)."""
+
+
 def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
     if not t.has("gpu_utilization_timeline"):
         return None
-    rows = t.rows("""
-        select rank, trace_id, device, bucket_start_ns, gpu_utilization_ratio,
-               count(distinct trace_id) over (partition by rank) as traces_per_rank
-        from gpu_utilization_timeline where run_id = $run_id order by rank, trace_id, device, bucket_start_ns
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_gpu_timeline", run_id=run_id)
     if not rows:
         return _missing("no GPU kernels in this run, so no GPU utilization.")
     origin = start if start is not None else min(r["bucket_start_ns"] for r in rows)
@@ -313,124 +401,109 @@ def _gpu_utilization(t: _Tables, run_id: str, start: int | None) -> str | None:
                "t_ns": r["bucket_start_ns"] - origin, "y": r["gpu_utilization_ratio"]} for r in rows]
     summary = ""
     if t.has("gpu_metrics"):
-        metrics = t.rows("select rank, trace_id, device, gpu_utilization_ratio, est_sm_efficiency_ratio, "
-                         "est_achieved_occupancy_ratio from gpu_metrics where run_id = $run_id order by rank, device",
-                         run_id=run_id)
+        metrics = t.rows("select * from gpu_metrics where run_id = $run_id order by rank, device", run_id=run_id)
         for m in metrics:
             m["device_label"] = _device(m["device"])
         summary = html_table(metrics, [("rank", "rank"), ("trace_id", "trace"), ("device_label", "device"),
-                                       ("gpu_utilization_ratio", "GPU utilization"),
+                                       ("gpu_utilization_ratio", WINDOW_UTILIZATION),
                                        ("est_sm_efficiency_ratio", "est. SM efficiency"),
-                                       ("est_achieved_occupancy_ratio", "est. achieved occupancy")])
+                                       ("est_achieved_occupancy_ratio", "est. achieved occupancy")],
+                             source="gpu_metrics", grain=("run_id", "trace_id", "device"))
+        summary += ('<p class="note">Busy time over the span from the first step\'s start to the last step\'s end, '
+                    "warm-up included (gpu_metrics, as torch-tb-profiler's GPU summary); the headline "
+                    f"{escape(metric_title('step_gpu_utilization_ratio'))} is the median over the healthy steps.</p>")
     return _chart(charts.time_series(points, y_title="GPU utilization", y_kind="ratio")) + summary
 
 
 def _memory(t: _Tables, run_id: str, start: int | None, facts: _Facts) -> str | None:
     if not t.has("memory_timeline"):
         return None
-    # 2021-format events carry no totals: their curve is the change since the trace began
-    net = "memory_totals_missing" in facts.quality and "net_allocated_bytes" in t.columns["memory_timeline"]
-    allocated = "net_allocated_bytes" if net else "allocated_bytes"
-    rows = t.rows(f"""
-        with events as (
-            select rank, trace_id, device, ts_ns, {allocated} as allocated_bytes,
-                   count(distinct trace_id) over (partition by rank) as traces_per_rank,
-                   min(ts_ns) over () as t0, max(ts_ns) over () as t1
-            from memory_timeline where run_id = $run_id and {allocated} is not null
-        )
-        select rank, trace_id, device, traces_per_rank,
-               min(ts_ns) as ts_ns, max(allocated_bytes) as allocated_bytes
-        from events
-        group by rank, trace_id, device, traces_per_rank,
-                 floor((ts_ns - t0) * {MEMORY_POINTS} / greatest(t1 - t0, 1))
-        order by rank, trace_id, device, ts_ns
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_memory_curve", run_id=run_id, points=MEMORY_POINTS)
     if not rows:
         return _missing("the traces hold no memory events (profile_memory=True records them).")
     origin = start if start is not None else min(r["ts_ns"] for r in rows)
     points = [{"series": _series_label(r["rank"], r["device"], r["trace_id"], r["traces_per_rank"]),
                "t_ns": r["ts_ns"] - origin, "y": r["allocated_bytes"]} for r in rows]
-    if net:
+    if rows[0]["is_net"]:
         note = ('<p class="note">These memory events carry no allocator totals (the 2021 trace format, quality issue '
                 "<code>memory_totals_missing</code>): the curve is the memory allocated since the trace began, "
                 "not the allocator's total.</p>")
         return note + _chart(charts.time_series(points, y_title="allocated since the trace began", y_kind="bytes"))
     peaks, table = [], ""
     if t.has("memory_peaks"):
-        peak_rows = t.rows("""
-            select p.*, count(distinct trace_id) over (partition by rank) as traces_per_rank
-            from memory_peaks p where run_id = $run_id order by rank, trace_id, device
-        """, run_id=run_id)
+        peak_rows = t.rows("select * from memory_peaks where run_id = $run_id order by rank, trace_id, device",
+                           run_id=run_id)
+        per_rank: dict[int, set[str]] = {}
+        for p in peak_rows:
+            per_rank.setdefault(p["rank"], set()).add(p["trace_id"])
         for p in peak_rows:
             p["device_label"] = _device(p["device"])
             if p["peak_ts_ns"] is not None:
-                peaks.append({"series": _series_label(p["rank"], p["device"], p["trace_id"], p["traces_per_rank"]),
+                peaks.append({"series": _series_label(p["rank"], p["device"], p["trace_id"], len(per_rank[p["rank"]])),
                               "t_ns": p["peak_ts_ns"] - origin, "y": p["peak_allocated_bytes"],
                               "label": f"peak {format_bytes(p['peak_allocated_bytes'])}"})
         table = html_table(peak_rows, [("rank", "rank"), ("trace_id", "trace"), ("device_label", "device"),
                                        ("peak_allocated_bytes", "peak allocated"),
-                                       ("peak_reserved_bytes", "peak reserved"), ("peak_step", "in step")])
+                                       ("peak_reserved_bytes", "peak reserved"), ("peak_step", "in step")],
+                           source="memory_peaks", grain=("run_id", "trace_id", "device"))
     return _chart(charts.time_series(points, y_title="allocated", y_kind="bytes", peaks=peaks)) + table
+
+
+def _kernel_name_html(name: str) -> str:
+    """The short name, the whole one on hover (and in SQL: kernel_stats.kernel_name)."""
+    return f'<span class="kernel" title="{escape(name)}">{escape(short_kernel_name(name))}</span>'
 
 
 def _top_kernels(t: _Tables, run_id: str) -> str | None:
     if not t.has("kernel_stats"):
         return None
-    rows = t.rows(f"""
-        select kernel_name as name, any_value(kernel_type) as kernel_type, sum(calls) as calls,
-               sum(total_ns) as total_ns, sum(total_ns) / sum(calls) as mean_ns
-        from kernel_stats where run_id = $run_id group by kernel_name order by total_ns desc, name limit {TOP}
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_kernels", run_id=run_id, top=TOP)
     if not rows:
         return _missing("no GPU kernels in this run.")
     for i, r in enumerate(rows, 1):
         r["rank_no"] = f"#{i}"
-    chart = charts.ranked_time_bars([{"name": r["name"], "value_ns": r["total_ns"]} for r in rows],
-                                    value_title="total GPU time")
-    return _chart(chart) + html_table(rows, [("rank_no", "#"), ("name", "kernel"), ("kernel_type", "type"),
-                                             ("calls", "calls"), ("total_ns", "total"), ("mean_ns", "mean")])
+        r["html_name"] = _kernel_name_html(r["kernel_name"])
+        r["type"] = str(r["kernel_type"] or "").lower()
+    chart = charts.ranked_time_bars([{"name": r["kernel_name"], "short": short_kernel_name(r["kernel_name"]),
+                                      "category": charts.kernel_category(r["kernel_type"]),
+                                      "value_ns": r["total_ns"]} for r in rows], value_title="total GPU time")
+    return _chart(chart) + html_table(rows, [
+        ("rank_no", "#"), ("html_name", "kernel"), ("type", "type"), ("calls", "calls"), ("total_ns", "total"),
+        ("mean_ns", "mean"), ("min_ns", "min"), ("max_ns", "max"), ("uses_tensor_cores", "tensor cores"),
+        ("mean_est_achieved_occupancy_ratio", "kernel's est. achieved occupancy"),
+        ("mean_blocks_per_sm", "blocks per SM"),
+    ], source="report_kernels", grain=("run_id", "kernel_name"))
 
 
 def _top_ops(t: _Tables, run_id: str, facts: _Facts) -> str | None:
     if not t.has("op_stats"):
         return None
-    attributed = t.rows("select coalesce(sum(self_device_ns), 0) as ns from op_stats where run_id = $run_id",
-                        run_id=run_id)[0]["ns"]
-    cpu_total, device_total = t.column("op_stats", "total_cpu_ns", "cpu_total_ns"), \
-        t.column("op_stats", "total_device_ns", "device_total_ns")
-    rows = t.rows(f"""
-        select op_name as name, sum(calls) as calls, sum(self_cpu_ns) as self_cpu_ns,
-               sum({cpu_total}) as total_cpu_ns, sum(self_device_ns) as self_device_ns,
-               sum({device_total}) as total_device_ns
-        from op_stats where run_id = $run_id group by op_name
-        order by {"self_device_ns desc, " if attributed else ""}self_cpu_ns desc, name limit {TOP}
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_ops", run_id=run_id, top=TOP)
     if not rows:
         return _why("GPU-only trace: it holds no CPU operators" if facts.kernels else "",
                     "no operators in this run")
+    attributed = any(r["self_device_ns"] for r in rows)
     for i, r in enumerate(rows, 1):
         r["rank_no"] = f"#{i}"
     note = "" if attributed or not facts.kernels else (
         '<p class="note">No kernel launch lies inside a CPU operator in these traces, so no device time can be '
         "attributed to operators: ranked by self CPU time.</p>")
-    return note + html_table(rows, [("rank_no", "#"), ("name", "operator"), ("calls", "calls"),
-                             ("self_device_ns", "self device"), ("total_device_ns", "device total"),
-                             ("self_cpu_ns", "self CPU"), ("total_cpu_ns", "CPU total")])
+    device_columns = [("self_device_ns", "self device"), ("total_device_ns", "device total")] if facts.kernels else []
+    return note + html_table(rows, [("rank_no", "#"), ("op_name", "operator"), ("calls", "calls"), *device_columns,
+                                    ("self_cpu_ns", "self CPU"), ("total_cpu_ns", "CPU total")],
+                             source="report_ops", grain=("run_id", "op_name"))
 
 
-def _top_source_lines(t: _Tables, run_id: str) -> str | None:
+def _top_source_lines(t: _Tables, run_id: str, facts: _Facts) -> str | None:
     if not t.has("source_stats"):
         return None
-    rows = t.rows(f"""
-        select source_file || ':' || source_line as location, function, sum(calls) as calls,
-               sum(total_cpu_ns) as total_cpu_ns, sum(total_device_ns) as total_device_ns
-        from source_stats where run_id = $run_id group by all
-        order by total_device_ns desc, total_cpu_ns desc, location limit {TOP}
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_source_lines", run_id=run_id, top=TOP)
     if not rows:
         return None
-    return html_table(rows, [("location", "source line"), ("function", "function"), ("calls", "calls"),
-                             ("total_device_ns", "device time"), ("total_cpu_ns", "CPU time")])
+    device = [("total_device_ns", "device time")] if facts.kernels else []
+    return html_table(rows, [("location", "source line"), ("function", "function"), ("calls", "calls"), *device,
+                             ("total_cpu_ns", "CPU time")],
+                      source="report_source_lines", grain=("run_id", "source_file", "source_line", "function"))
 
 
 def _traces(t: _Tables, run_id: str, trace_files: Mapping[str, bytes]) -> str:
@@ -460,100 +533,160 @@ def _traces(t: _Tables, run_id: str, trace_files: Mapping[str, bytes]) -> str:
 
 
 def _mfu(t: _Tables, run_id: str) -> str | None:
-    """Model FLOPs utilization per rank over its steps (step_mfu), where the traces recorded shapes."""
+    """Model FLOPs utilization per rank over its steps (report_mfu), where the traces recorded shapes."""
     if not t.has("step_mfu"):
         return None
-    rows = t.rows("""
-        select rank, count(*) as steps, sum(model_flops) as model_flops, avg(achieved_tflops_per_s) as tflops,
-               min(mfu_ratio) as min_mfu_ratio, median(mfu_ratio) as median_mfu_ratio, max(mfu_ratio) as max_mfu_ratio,
-               any_value(peak_tflops_per_s) as peak_tflops, any_value(dtype) as dtype,
-               any_value(gpu_model) as gpu_model
-        from step_mfu where run_id = $run_id and model_flops > 0 group by rank order by rank
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_mfu", run_id=run_id)
     if not rows:
         return None
     for r in rows:
-        r["tflops_text"] = f"{r['tflops']:.3g}"
-        r["peak_text"] = f"{r['peak_tflops']:.4g} ({r['dtype']})" if r["peak_tflops"] else "—"
+        r["peak_text"] = f"{r['peak_tflops_per_s']:.4g} ({r['dtype']})" if r["peak_tflops_per_s"] else "—"
     note = "" if any(r["median_mfu_ratio"] is not None for r in rows) else (
         '<p class="note">No known dense peak for these devices (a CPU, or a GPU not in the peak table): FLOP/s only, '
         "no utilization.</p>")
     return note + html_table(rows, [("rank", "rank"), ("steps", "steps"), ("gpu_model", "device"),
-                                    ("tflops_text", "mean TFLOP/s"), ("peak_text", "peak TFLOP/s"),
+                                    ("tflops_per_s", "mean TFLOP/s"), ("peak_text", "peak TFLOP/s"),
                                     ("min_mfu_ratio", "MFU min"), ("median_mfu_ratio", "MFU median"),
-                                    ("max_mfu_ratio", "MFU max")])
+                                    ("max_mfu_ratio", "MFU max")], source="report_mfu", grain=("run_id", "rank"))
 
 
 def _comm_by_group(t: _Tables, run_id: str) -> str | None:
-    """Communication and its exposed part per process group and phase (comm_by_group), over the run's ranks."""
+    """Communication and its exposed part per process group and phase (report_comm_by_group), over the run's ranks."""
     if not t.has("comm_by_group"):
         return None
-    rows = t.rows("""
-        select coalesce(process_group, '(not in the trace)') as process_group, any_value(group_desc) as group_desc,
-               phase, sum(collectives) as collectives, sum(communication_ns) as communication_ns,
-               sum(exposed_ns) as exposed_ns, max(exposed_step_ratio) as worst_exposed_step_ratio,
-               count(distinct rank) as ranks
-        from comm_by_group where run_id = $run_id group by all
-        order by exposed_ns desc, process_group, phase
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_comm_by_group", run_id=run_id)
     if not rows:
         return None
     return html_table(rows, [("process_group", "process group"), ("group_desc", "description"), ("phase", "phase"),
                              ("ranks", "ranks"), ("collectives", "collectives"), ("communication_ns", "communicating"),
-                             ("exposed_ns", "exposed"), ("worst_exposed_step_ratio", "worst share of a step")])
+                             ("exposed_ns", "exposed"), ("worst_exposed_step_ratio", "worst share of a step")],
+                      source="report_comm_by_group", grain=("run_id", "process_group", "phase"))
 
 
 def _pipeline(t: _Tables, run_id: str) -> str | None:
-    """Each pipeline stage's bubble against the schedule's ideal (pipeline_stages)."""
+    """Each pipeline stage's bubble against the schedule's ideal (report_pipeline)."""
     if not t.has("pipeline_stages"):
         return None
-    rows = t.rows("""
-        select stage, rank, count(*) as steps, avg(bubble_ratio) as bubble_ratio,
-               avg(ideal_bubble_ratio) as ideal_bubble_ratio, avg(wait_ns) as wait_ns,
-               avg(send_recv_ns) as send_recv_ns, avg(compute_ns) as compute_ns
-        from pipeline_stages where run_id = $run_id and stage is not null group by all order by stage, rank
-    """, run_id=run_id)
+    rows = query_rows(t.con, "report_pipeline", run_id=run_id)
     if not rows:
         return None
     return html_table(rows, [("stage", "stage"), ("rank", "rank"), ("steps", "steps"),
                              ("bubble_ratio", "bubble"), ("ideal_bubble_ratio", "schedule's ideal"),
                              ("compute_ns", "computing per step"), ("send_recv_ns", "send/recv per step"),
-                             ("wait_ns", "waiting for a neighbour per step")])
+                             ("wait_ns", "waiting for a neighbour per step")],
+                      source="report_pipeline", grain=("run_id", "stage", "rank"))
+
+
+def _query_section(t: _Tables, run_id: str, query: str, table: str, columns: Sequence[tuple[str, str]],
+                   note: str = "") -> str | None:
+    """A section that is one query's table (None when its mart is not in the lake or has no rows for the run)."""
+    if not t.has(table):
+        return None
+    rows = query_rows(t.con, query, run_id=run_id, top=TOP)
+    if not rows:
+        return None
+    for r in rows:
+        if "stream" in r:
+            r["stream_label"] = f"stream {r['stream']}"
+    body = html_table(rows, columns, source=query, grain=page_query(query).grain)
+    return body + (f'<p class="note">{note}</p>' if note else "")
+
+
+def _idle_time(t: _Tables, run_id: str) -> str | None:
+    return _query_section(t, run_id, "report_idle_time", "idle_time", [
+        ("rank", "rank"), ("trace_id", "trace"), ("stream_label", "stream"), ("idle_ns", "idle"),
+        ("host_wait_ns", "waiting for the host"), ("kernel_wait_ns", "between kernels"), ("other_ns", "other idle"),
+        ("host_wait_ratio", "host's share of idle"), ("mean_queue_length", "mean queue"),
+        ("max_queue_length", "longest queue")],
+        "Idle time per stream by cause (HTA's idle time breakdown) and the launched events queued on it (HTA's "
+        "queue length): a stream idle waiting for the host with a short queue is launch-bound.")
+
+
+def _launch_delay(t: _Tables, run_id: str) -> str | None:
+    return _query_section(t, run_id, "report_launch_delay", "kernel_launches", [
+        ("rank", "rank"), ("trace_id", "trace"), ("launches", "launches"),
+        ("median_launch_delay_ns", "median launch delay"), ("p90_launch_delay_ns", "90th percentile"),
+        ("max_launch_delay_ns", "longest"), ("mean_cpu_dur_ns", "mean launch call"),
+        ("short_kernel_launches", "kernels shorter than their launch")],
+        "From a launch call's end to its device event's start (HTA's kernel launch statistics).")
+
+
+def _sync_vs_transfer(t: _Tables, run_id: str) -> str | None:
+    return _query_section(t, run_id, "report_sync_vs_transfer", "comm_sync_by_step", [
+        ("rank", "rank"), ("steps", "steps"), ("communication_ns", "communicating (union over the steps)"),
+        ("synchronizing_ns", "waiting for other ranks"), ("data_transfer_ns", "moving data"),
+        ("synchronizing_ratio", "share waiting")],
+        "Communication split into waiting for the slowest rank and moving data (HTA's communication analysis), "
+        "over the rank's steps.")
+
+
+def _memory_by_op(t: _Tables, run_id: str) -> str | None:
+    return _query_section(t, run_id, "report_memory_by_op", "memory_by_op", [
+        ("op_name", "operator"), ("allocation_count", "allocations"), ("allocation_bytes", "allocated"),
+        ("self_allocation_bytes", "allocated itself"), ("size_increase_bytes", "net increase")])
+
+
+def _modules(t: _Tables, run_id: str, facts: _Facts) -> str | None:
+    device = [("total_device_ns", "module's device time")] if facts.kernels else []
+    return _query_section(t, run_id, "report_modules", "module_stats", [
+        ("module_path", "module"), ("calls", "calls"), ("total_cpu_ns", "module's CPU total"),
+        ("self_cpu_ns", "module's self CPU"), *device])
 
 
 def run_report_sections(
     con: duckdb.DuckDBPyConnection, run_id: str, *, trace_files: Mapping[str, bytes] | None = None
 ) -> list[Section]:
     """The report's sections in reading order, each present only when its table exists (and, for the newer
-    analyses, has rows for the run)."""
+    analyses, has rows for the run). A run without GPU kernels gets a CPU report: no GPU sections, one note why."""
     t = _Tables(con)
     facts = _facts(t, run_id)
     has_steps = bool(facts.steps)
+    gpu = bool(facts.kernels)
     start = _run_start(t, run_id)
     no_steps_or_activity = facts.no_steps() if not (facts.kernels or facts.cpu_ops) else ""
+    step_parts = STEP_PARTS if gpu else CPU_STEP_PARTS
     parts: list[tuple[str, str, str | None]] = [
         ("Recommendations", "recommendations", _recommendations(t, run_id)),
+        ("Headline metrics", "headline", _headline(t, run_id)),
         ("Model FLOPs utilization per rank", "mfu", _mfu(t, run_id)),
         ("Communication per process group and phase", "groups", _comm_by_group(t, run_id)),
         ("Pipeline bubble per stage", "pipeline", _pipeline(t, run_id)),
         ("Stragglers", "stragglers", _stragglers(t, run_id, facts)),
+        ("Communication: waiting vs moving data", "sync", _sync_vs_transfer(t, run_id)),
         ("Run", "run", _summary(t, run_id)),
         ("Step time per rank" if has_steps else "Time per rank (no steps)", "steps",
-         _per_rank_bars(t, run_id, "step_breakdown", STEP_PARTS, has_steps,
+         _per_rank_bars(t, run_id, "report_step_time", step_parts, has_steps,
                         no_steps_or_activity or "no step could be timed in this run")
          if t.has("step_breakdown") else None),
         ("Computation and communication overlap per rank", "overlap",
-         _per_rank_bars(t, run_id, "comm_overlap_by_step", OVERLAP_PARTS, has_steps,
-                        facts.no_communication() or no_steps_or_activity or "no step could be timed in this run")
-         if t.has("comm_overlap_by_step") else None),
-        ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
-        ("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start, facts)),
-        (f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id)),
-        (f"Top {TOP} operators by self device time", "ops", _top_ops(t, run_id, facts)),
-        (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id)),
+         _per_rank_bars(t, run_id, "report_overlap", OVERLAP_PARTS, has_steps,
+                        facts.no_communication() or no_steps_or_activity or "no step could be timed in this run",
+                        kind="overlap: ")
+         if t.has("comm_overlap_by_step") and (gpu or facts.communication) else None),
+    ]
+    if gpu:
+        parts += [
+            ("GPU utilization over time", "gpu", _gpu_utilization(t, run_id, start)),
+            ("GPU idle time and queue length", "idle", _idle_time(t, run_id)),
+            ("Kernel launch delay", "launches", _launch_delay(t, run_id)),
+        ]
+    parts += [("Memory allocated over time, with peaks", "memory", _memory(t, run_id, start, facts))]
+    if gpu:
+        parts += [(f"Top {TOP} kernels by total GPU time", "kernels", _top_kernels(t, run_id))]
+    parts += [
+        (f"Top {TOP} operators by {'self device' if gpu else 'self CPU'} time", "ops", _top_ops(t, run_id, facts)),
+        (f"Top {TOP} operators by memory allocated", "memory-ops", _memory_by_op(t, run_id)),
+        (f"Top {TOP} modules", "modules", _modules(t, run_id, facts)),
+        (f"Top {TOP} source lines", "source", _top_source_lines(t, run_id, facts)),
         ("Traces", "traces", _traces(t, run_id, trace_files or {})),
     ]
-    return [Section(title, body, anchor) for title, anchor, body in parts if body is not None]
+    sections = [Section(title, body, anchor) for title, anchor, body in parts if body is not None]
+    if not gpu and facts.cpu_ops:
+        note = ('<p class="note">A CPU report: these traces hold no GPU kernels, so the GPU sections (utilization, '
+                "kernels, idle time, launch delay) are left out and operators are ranked by CPU time.</p>")
+        run = next(i for i, s in enumerate(sections) if s.anchor == "run")
+        sections[run] = Section(sections[run].title, note + sections[run].body, "run")
+    return sections
 
 
 def _page(title: str, subtitle: str, sections: Sequence[Section], *, script: str = "") -> str:
@@ -583,8 +716,10 @@ def render_run_report(
 
 TABLE_METRICS = ("step_ns", "step_gpu_utilization_ratio", "mfu_ratio", "exposed_communication_ns", "peak_memory_bytes")
 """The run_metrics shown as the fleet view's table columns, in this order; every metric a job has gets a trend panel."""
-_TITLES = {"step_ns": "step time", "step_gpu_utilization_ratio": "GPU utilization (median step)", "mfu_ratio": "MFU",
+_TITLES = {"step_ns": "step time (median healthy step)",
+           "step_gpu_utilization_ratio": "GPU utilization (median healthy step)", "mfu_ratio": "MFU",
            "exposed_communication_ns": "exposed communication", "peak_memory_bytes": "peak memory"}
+FEW_STEPS = 3  # a headline value over fewer healthy steps says how many beside it (one short step can be the median)
 SHORT_ID = 24  # a run id up to this long stays on one line; a longer one wraps after . - _ (or every 24 characters)
 _BREAK_AFTER = re.compile(r"([._-])")
 _LONG_PART = re.compile(r"[^._-]{24}")
@@ -653,7 +788,14 @@ def _metric_cell(run: FleetRun, metric: str, *, with_change: bool = True) -> str
     row = run.metrics.get(metric)
     if row is None:
         return "—"
-    value = f'<span class="short">{escape(format_value(metric, row["value"]))}</span>'
+    key = {"run_id": run.run_id, "metric": metric}
+    marker = figure_attributes("run_metrics.value", key, row["value"], unit=metric, title=metric_title(metric))
+    steps = row.get("steps")
+    over = f"the median of {plural(steps, 'healthy step')}" if steps is not None else "measured once per run"
+    few = f' <span class="note">({escape(plural(steps, "step"))})</span>' if steps is not None and steps < FEW_STEPS \
+        else ""
+    value = (f'<span class="short" title="{escape(over)}"><span{marker}>{escape(format_value(metric, row["value"]))}'
+             f"</span>{few}</span>")
     if not with_change or row["change_ratio"] is None:
         return value
     change = escape(format_change(row["change_ratio"]))
@@ -772,6 +914,17 @@ def _single_runs(runs: Sequence[FleetRun]) -> str:
                                       for m in (*TABLE_METRICS, "computation_kernel_ns")]])
 
 
+def _unmeasured(rows: Sequence[dict[str, Any]]) -> str:
+    """The lake's runs without run_metrics rows, each with why (fleet_unmeasured_runs), so none is left out unsaid."""
+    for row in rows:
+        row["html_run"] = _run_link(row["run_id"])
+        row["started"] = _when(row["started_ns"])
+    note = ('<p class="note">These runs are in the lake but have no headline metric (run_metrics), so they have no '
+            "trend and no verdict: their reports still show what their traces hold.</p>")
+    return note + html_table(rows, [("html_run", "run"), ("job", "job"), ("started", "started (UTC)"),
+                                    ("why", "why no headline metric")])
+
+
 def render_fleet_view(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -810,9 +963,17 @@ def render_fleet_view(
     if singles:
         sections.append(Section(f"Runs without a history ({plural(len(singles), 'job')} of one run)",
                                 _single_runs(singles), "single-runs"))
+    unmeasured = query_rows(con, "fleet_unmeasured_runs") if t.has("runs") and t.has("run_metrics") else []
+    if unmeasured:
+        sections.append(Section(f"Runs without headline metrics ({len(unmeasured)})", _unmeasured(unmeasured),
+                                "unmeasured"))
     subtitle = (f"{plural(len(runs), 'run')} in {plural(len(jobs), 'job')} ({len(history)} with a history of runs, "
                 f"{len(singles)} of a single run); {plural(regressed, 'run')} regressed against its baseline")
-    if not runs:
+    if unmeasured:
+        subtitle += f"; {plural(len(unmeasured), 'more run')} without headline metrics, listed last"
+    if not runs and unmeasured:
+        subtitle = f"{plural(len(unmeasured), 'run')} in the lake, none with headline metrics"
+    elif not runs:
         sections = [Section("No runs", _missing("no run with headline metrics (run_metrics) in this lake: ingest runs "
                                                 "(runs ingested before run_metrics existed need ingesting again)."),
                             "none")]
