@@ -134,7 +134,7 @@ def test_equal_counts(collectives_marts):
     assert (r0["wait_ns"], r1["wait_ns"], r1["start_skew_ns"], r1["end_skew_ns"]) == (30_000, 0, 30_000, 0)
     assert r1["algbw_gbps"] == pytest.approx(195.3125)
     assert {r["matched_ranks"] for r in (r0, r1)} == {2}
-    assert {r["seq_source"] for r in rows.values() if r["run_id"] == "equal"} == {"seq"}
+    assert {r["match_rule"] for r in rows.values() if r["run_id"] == "equal"} == {"seq"}
 
 
 def test_missing_rank_degrades_and_is_flagged(collectives_marts):
@@ -171,7 +171,7 @@ def test_unequal_counts_match_by_order(collectives_marts):
     assert (lone["matched_ranks"], lone["wait_ns"], lone["start_skew_ns"]) == (1, 0, 0)
     assert lone["algbw_gbps"] == pytest.approx(0.476837158203125)
     assert ("unequal", 1, "0", 2) not in rows
-    assert {r["seq_source"] for r in rows.values() if r["run_id"] == "unequal"} == {"order"}
+    assert {r["match_rule"] for r in rows.values() if r["run_id"] == "unequal"} == {"order"}
     failed = check(results, "unequal", "all_ranks_matched")
     assert failed.failures == 1
 
