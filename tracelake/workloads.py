@@ -20,6 +20,7 @@ names, descriptions and ranks.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -238,7 +239,7 @@ def _straggler_rank(
         side = dist.new_group(timeout=timedelta(seconds=skip_timeout_s), group_desc="side")
         slow = rank == world_size - 1
         torch.manual_seed(0)
-        layers = list(_model())
+        layers = list(_model().children())
         model = DistributedDataParallel(
             nn.Sequential(layers[0], _SlowBackward(backward_units if slow else 0), *layers[1:])
         )
@@ -246,10 +247,9 @@ def _straggler_rank(
         def skipped_collective(step: int) -> None:
             if step != skip_step or slow:
                 return
-            try:
+            # the last rank never joins: the call times out, as a hung collective would, and the error is dropped
+            with contextlib.suppress(RuntimeError):
                 dist.all_reduce(torch.ones(8), group=side)
-            except RuntimeError:  # the last rank never joins: the call times out, as a hung collective would
-                pass
 
         _profiled_training(model, _loader(6, seed=rank), out_url, run_id, after_step=skipped_collective)
 

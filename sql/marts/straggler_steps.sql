@@ -43,8 +43,9 @@
 -- column: compute_side: device or host: where compute_ns was measured
 with
 
+-- offset_ns: the start after the instance's first one (a median of absolute ns in double loses the last bits)
 arrivals as (
-    select *
+    select *, start_ns - min(start_ns) over (partition by run_id, backend, instance) as offset_ns
     from int_collective_arrivals
     where matched_ranks > 1 and step is not null
 ),
@@ -54,7 +55,7 @@ timed as (
         *,
         max(start_ns) over per_instance - start_ns as wait_ns,
         start_ns = max(start_ns) over per_instance as arrived_last,
-        greatest(start_ns - median(start_ns) over per_instance, 0) as late_ns
+        greatest(offset_ns - median(offset_ns) over per_instance, 0)::bigint as late_ns
     from arrivals
     window per_instance as (partition by run_id, backend, instance)
 ),
