@@ -16,7 +16,8 @@
 -- collective is not a verdict). cause, for a culprit only, the first that explains half its late_ns
 -- or more, each against the median of the step's ranks: data_loading (step_breakdown.dataloader_ns above the
 -- median), compute (compute_ns above the median), waiting_on_other_group (it waited that long itself in collectives
--- of process groups where it arrived last at none, so another group's straggler held it back), else host (late
+-- of process groups where it arrived last at none, so another group's straggler held it back, or, since its
+-- previous arrival, in collectives that no other member of their group ran, until they timed out), else host (late
 -- without doing more work or waiting elsewhere: the host issued its collective late, outside any op or kernel).
 -- missed_collectives: the step's instances that ran on other ranks of its group but not on this rank, though its
 -- trace is in the run (a skipped or hung collective, or schedules that differ); matched by order, a rank that
@@ -37,7 +38,7 @@
 -- column: is_culprit: the rank the step's waits are owed to
 -- column: trace_id: the rank's trace holding the step
 -- column: total_wait_ns: the rank's own wait at the step's instances
--- column: other_group_wait_ns: its wait in process groups where it arrived last at none of the step's instances
+-- column: other_group_wait_ns: its wait in process groups where it arrived last at none of the step's instances, and since its previous arrival in collectives no other member ran
 -- column: dataloader_ns: its step_breakdown.dataloader_ns
 -- column: missed_collectives: instances of the step it skipped that other ranks of its group ran
 -- column: compute_side: device or host: where compute_ns was measured
@@ -180,10 +181,36 @@ computed as (
         and at_end.start_ns <= windows.last_arrival_ns
 ),
 
+-- Collectives of the rank that no other member of their group ran (a partner skipped it): the rank sat in them
+-- until they timed out. Each is counted at the rank's first arrival after it ended, in the step that arrival is in.
+unmatched as (
+    select run_id, rank, start_ns, end_ns
+    from int_collective_arrivals
+    where matched_ranks = 1 and len(members) > 1
+),
+
+unmatched_waits as (
+    select computed.run_id, computed.step, computed.rank, sum(unmatched.end_ns - unmatched.start_ns) as wait_ns
+    from (
+        select
+            *,
+            lag(last_arrival_ns) over (partition by run_id, rank order by last_arrival_ns) as previous_arrival_ns
+        from computed
+        where last_arrival_ns is not null
+    ) as computed
+    join unmatched
+        on unmatched.run_id = computed.run_id
+        and unmatched.rank = computed.rank
+        and unmatched.end_ns <= computed.last_arrival_ns
+        and unmatched.end_ns > coalesce(computed.previous_arrival_ns, computed.window_start_ns)
+    group by all
+),
+
 compared as (
     select
         computed.*,
-        other_group_waits.other_group_wait_ns,
+        coalesce(other_group_waits.other_group_wait_ns, 0) + coalesce(unmatched_waits.wait_ns, 0)
+            as other_group_wait_ns,
         step_breakdown.dataloader_ns,
         median(computed.compute_ns) over per_step as median_compute_ns,
         median(step_breakdown.dataloader_ns) over per_step as median_dataloader_ns,
@@ -195,6 +222,7 @@ compared as (
         step_times.step_ns
     from computed
     left join other_group_waits using (run_id, step, rank)
+    left join unmatched_waits using (run_id, step, rank)
     left join step_breakdown using (trace_id, step)
     left join step_times using (run_id, step)
     window per_step as (partition by computed.run_id, computed.step)

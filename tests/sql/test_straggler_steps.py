@@ -219,6 +219,9 @@ def test_skipped_collective_reported(gloo_straggler_lake):
         (2, 0): 0, (2, 1): 0, (3, 0): 0, (3, 1): 1, (4, 0): 0, (4, 1): 0}
     # Every step's DDP all-reduce is still matched on both ranks.
     assert {r["collectives"] for r in steps.values()} == {1}
+    # Rank 0 sat in the side all-reduce until it timed out, so it came late to step 4's: rank 1 waited for it there.
+    assert (steps[(4, 0)]["is_culprit"], steps[(4, 0)]["cause"]) == (True, "waiting_on_other_group")
+    assert steps[(4, 0)]["other_group_wait_ns"] >= steps[(4, 0)]["late_ns"]
     runs = {r["rank"]: r for r in read_mart(gloo_straggler_lake, "stragglers") if r["run_id"] == SKIPPED_COLLECTIVE_RUN_ID}
     assert (runs[0]["collectives"], runs[1]["collectives"], runs[1]["missed_collectives"]) == (3, 3, 1)
 
