@@ -4,21 +4,24 @@
 -- and that wait is caused by the last arriver(s) (split evenly on a tie), as in stragglers. late_ns sums, over the
 -- step's instances, how far the rank's start lay after the instance's median start.
 -- compute_ns: the rank's computing time (int_compute_busy: its device's COMPUTATION kernels; on a run with no device
--- computation, its cpu_ops outside communication) from the start of its step to its arrival at its last collective
--- of the step: the work it did before the step's collectives. Wall time cannot name a straggler whose extra work
+-- computation, its cpu_ops outside communication) from the end of its previous step's last collective (the last
+-- time the ranks were together: a collective ends at about the same time on every rank; for a trace's first step,
+-- the step's start) to its arrival at its last collective of the step: the work it did before the step's
+-- collectives, its previous step's tail (the optimizer) included. Wall time cannot name a straggler whose extra work
 -- is in backward: DDP's gradient all-reduce makes every rank wait for it, so every rank's step lasts as long; what
 -- differs is how much of that time each rank computed. compute_vs_median_ratio: the share of compute_ns above the
 -- median compute_ns of the step's ranks, greatest(compute - median, 0) / compute (0 at or below the median), as
 -- step_health's vs_median_ratio is for step time.
--- is_culprit: the rank caused strictly the most wait of the step (a tie is not a verdict), at least half of the
--- step's caused wait, and at least 5 % of the step's time (the median over its ranks of int_steps' step
--- duration): stragglers' rule, applied per step, with the step as the yardstick (a few µs of jitter at a short
--- collective is not a verdict). cause, for a culprit only, the first that explains half its late_ns
--- or more, each against the median of the step's ranks: data_loading (step_breakdown.dataloader_ns above the
--- median), compute (compute_ns above the median), waiting_on_other_group (it waited that long itself in collectives
--- of process groups where it arrived last at none, so another group's straggler held it back, or, since its
--- previous arrival, in collectives that no other member of their group ran, until they timed out), else host (late
--- without doing more work or waiting elsewhere: the host issued its collective late, outside any op or kernel).
+-- is_culprit: the rank caused strictly the most wait of the step (a tie is not a verdict), at least half of the step's
+-- caused wait, and at least 5 % of the step's time (the median over its ranks of int_steps' step duration): stragglers'
+-- rule, applied per step, with the step as the yardstick (a few µs of jitter at a short collective is not a verdict).
+-- cause, for a culprit only, the first that explains half its lateness or more (its most late_ns at one instance of the
+-- step: a rank late at the first of several collectives stays late at the rest for the same reason), each against the
+-- median of the step's ranks: data_loading (step_breakdown.dataloader_ns above the median), compute (compute_ns above
+-- the median), waiting_on_other_group (it waited that long itself in collectives of process groups where it arrived
+-- last at none, so another group's straggler held it back, or, since its previous arrival, in collectives that no other
+-- member of their group ran, until they timed out), else host (late without doing more work or waiting elsewhere: the
+-- host issued its collective late, outside any op or kernel).
 -- missed_collectives: the step's instances that ran on other ranks of its group but not on this rank, though its
 -- trace is in the run (a skipped or hung collective, or schedules that differ); matched by order, a rank that
 -- skipped one misses its group's last instance instead, and check collectives__same_collective_on_every_rank names
@@ -31,7 +34,7 @@
 -- column: arrived_last_count: of those, where it started latest (ties count for each)
 -- column: late_ns: summed lateness against each instance's median arrival (0 where it was early)
 -- column: caused_wait_ns: the wait of the other ranks at the instances where it arrived last
--- column: compute_ns: device compute (CPU ops on CPU-only runs) from its step's start to its last arrival in the step
+-- column: compute_ns: device compute (CPU ops on CPU-only runs) from its previous step's last collective (or its step's start) to its last arrival in the step
 -- column: compute_vs_median_ratio: the share of its compute_ns above the step's median rank (0 at or below it)
 -- column: extra_compute_ns: compute_ns above the median compute_ns of the step's ranks (0 at or below it)
 -- column: cause: why the culprit was late: compute, data_loading, host or waiting_on_other_group (null for others)
@@ -94,9 +97,11 @@ per_rank as (
         count(*) as collectives,
         count(*) filter (where arrived_last) as arrived_last_count,
         sum(late_ns)::bigint as late_ns,
+        max(late_ns) as peak_late_ns,
         coalesce(sum(instance_wait_ns) filter (where arrived_last), 0)::bigint as caused_wait_ns,
         sum(wait_ns)::bigint as total_wait_ns,
-        max(start_ns) as last_arrival_ns
+        max(start_ns) as last_arrival_ns,
+        max(end_ns) as last_end_ns
     from caused
     group by all
 ),
@@ -153,7 +158,12 @@ windows as (
         rank_steps.* exclude (trace_id),
         coalesce(rank_steps.trace_id, int_steps.trace_id) as trace_id,
         coalesce(trace_sides.on_device, false) as on_device,
-        if(coalesce(trace_sides.on_device, false), int_steps.start_ns, int_steps.host_start_ns) as window_start_ns
+        coalesce(
+            lag(rank_steps.last_end_ns) over (
+                partition by rank_steps.run_id, rank_steps.rank, rank_steps.trace_id order by rank_steps.step
+            ),
+            if(coalesce(trace_sides.on_device, false), int_steps.start_ns, int_steps.host_start_ns)
+        ) as window_start_ns
     from rank_steps
     left join int_steps
         on int_steps.run_id = rank_steps.run_id
@@ -252,9 +262,9 @@ select
     greatest(compute_ns - median_compute_ns, 0)::bigint as extra_compute_ns,
     case
         when not is_culprit then null
-        when greatest(dataloader_ns - median_dataloader_ns, 0) >= late_ns / 2 then 'data_loading'
-        when compute_ns - median_compute_ns >= late_ns / 2 then 'compute'
-        when other_group_wait_ns >= late_ns / 2 then 'waiting_on_other_group'
+        when greatest(dataloader_ns - median_dataloader_ns, 0) >= peak_late_ns / 2 then 'data_loading'
+        when compute_ns - median_compute_ns >= peak_late_ns / 2 then 'compute'
+        when other_group_wait_ns >= peak_late_ns / 2 then 'waiting_on_other_group'
         else 'host'
     end as cause,
     is_culprit,

@@ -50,6 +50,19 @@ def _compute_straggler(folder: Path) -> None:
         write_trace(folder, rank, 3, events)
 
 
+def _jitter(folder: Path) -> None:
+    """2 ranks, 4 steps: the all-reduce starts at +300 µs on one rank and +310 µs on the other, alternately."""
+    for rank in range(2):
+        events: list = []
+        for s in STEPS:
+            t0, late = 1000 * s, (s + rank) % 2 == 0
+            events.append(step(s, t0, 1000))
+            _launched(events, GEMM, t0 + 50, 250 + 10 * late, corr=10 * s)
+            _launched(events, NCCL_KERNEL, t0 + 300 + 10 * late, 500 - 10 * late, corr=10 * s + 1, stream=20,
+                      **_allreduce(s - 1, "0", [0, 1]))
+        write_trace(folder, rank, 2, events)
+
+
 def _other_group(folder: Path) -> None:
     """Group "1" = [0, 1], group "2" = [1, 2], one step [1000, 2000) µs. Rank 0 computes [1050, 1450) and all-reduces
     over "1" [1450, 1500); rank 1 computes [1050, 1150), waits in "1" [1150, 1500), then all-reduces over "2"
@@ -87,6 +100,7 @@ def nccl_steps(tmp_path_factory: pytest.TempPathFactory):
     src = tmp_path_factory.mktemp("straggler_steps_src")
     _compute_straggler(src / "compute_straggler")
     _other_group(src / "other_group")
+    _jitter(src / "jitter")
     _skipped_seq(src / "skipped_seq")
     lake_dir = tmp_path_factory.mktemp("straggler_steps_lake")
     _, results = build_lake(src, lake_dir, {"stragglers", "straggler_steps", "collectives"})
@@ -163,26 +177,57 @@ def test_culprit_counts_against_hta(nccl_steps):
     HTA leaves the last iteration out (the profiler may cut it short) where we keep every step int_steps keeps; and
     HTA flags someone in every iteration, however small the lateness, where a culprit here caused 5 % of the step
     or more."""
-    from hta.analyzers.straggler import find_stragglers_with_late_start_comm_kernels
-    from hta.trace_analysis import TraceAnalysis
-
     src, _, _, runs, _ = nccl_steps
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    counts: dict[int, int] = {}
-
-    def capture(df, symbol_table, num_candidates, visualize):
-        series = find_stragglers_with_late_start_comm_kernels(df, symbol_table, num_candidates, visualize)
-        counts.update(series.to_dict())
-        return series
-
-    analysis = TraceAnalysis(trace_dir=str(src / "compute_straggler"))
-    top = analysis.get_potential_stragglers(num_candidates=1, straggler_identification_impl=capture)
+    top, counts = _hta_counts(src / "compute_straggler")
     ours = {rank: runs[("compute_straggler", rank)]["culprit_steps"] for rank in range(3)}
     assert top == [2] == [rank for rank in ours if runs[("compute_straggler", rank)]["is_straggler"]]
     # Steps 1 and 3 agree (rank 2); step 2's tie of ranks 1 and 2 is an iteration each for HTA and no verdict here;
     # step 4, the last, is rank 2's here and left out by HTA.
     assert ours == {0: 0, 1: 0, 2: 3}
-    assert {rank: int(n) for rank, n in counts.items()} == {0: 0, 1: 1, 2: 3}
+    assert counts == {0: 0, 1: 1, 2: 3}
+    # jitter: 10 µs late by turns, 1 % of the step: HTA flags the later rank of each iteration it keeps; no step has
+    # a culprit here.
+    top, counts = _hta_counts(src / "jitter")
+    assert counts == {0: 1, 1: 2}
+    assert [runs[("jitter", rank)]["culprit_steps"] for rank in (0, 1)] == [0, 0]
+
+
+def _hta_counts(run_dir: Path) -> tuple[list[int], dict[int, int]]:
+    """HTA 0.5.0's verdict (num_candidates=1) and its per-rank count of iterations in which each rank was flagged."""
+    from hta.analyzers.straggler import find_stragglers_with_late_start_comm_kernels
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    counts: dict[int, int] = {}
+
+    def capture(df, symbol_table, num_candidates, visualize):
+        series = find_stragglers_with_late_start_comm_kernels(df, symbol_table, num_candidates, visualize)
+        counts.update({int(rank): int(n) for rank, n in series.to_dict().items()})
+        return series
+
+    top = TraceAnalysis(trace_dir=str(run_dir)).get_potential_stragglers(
+        num_candidates=1, straggler_identification_impl=capture)
+    return top, counts
+
+
+def test_real_nccl_trace_against_hta(tmp_path):
+    """The shared 2-rank NCCL job's rank 0 (a real GPU trace, 3 profiled steps of 7 all-reduces each) as both ranks,
+    rank 1's steps run 1.3x slower (tests/support/warped_traces.py): rank 1 starts every all-reduce last. HTA names
+    it too, in 2 iterations to our 3 steps: it leaves the last iteration out."""
+    from tests.support.warped_traces import write_run
+
+    run_dir = tmp_path / "src" / "warped"
+    write_run(run_dir, ((1.0, 1.0, 1.0), (1.3, 1.3, 1.3)), hours_later=0)
+    build_lake(tmp_path / "src", tmp_path / "lake", {"stragglers", "straggler_steps"})
+    steps = read_mart(tmp_path / "lake", "straggler_steps")
+    assert sorted((r["step"], r["rank"]) for r in steps if r["is_culprit"]) == [(4, 1), (5, 1), (6, 1)]
+    assert {r["collectives"] for r in steps} == {7}
+    runs = {r["rank"]: r for r in read_mart(tmp_path / "lake", "stragglers")}
+    assert (runs[1]["culprit_steps"], runs[1]["steps"], runs[1]["is_straggler"]) == (3, 3, True)
+    # The warp makes rank 1's GPU compute 1.3x as long: 12 % of its compute is above rank 0's (the median of two).
+    assert all(r["compute_vs_median_ratio"] > 0.1 for r in steps if r["rank"] == 1)
+    top, counts = _hta_counts(run_dir)
+    assert top == [1] and counts == {0: 0, 1: 2}
 
 
 @pytest.fixture(scope="module")
