@@ -26,6 +26,13 @@
 -- trace is in the run (a skipped or hung collective, or schedules that differ); matched by order, a rank that
 -- skipped one misses its group's last instance instead, and check collectives__same_collective_on_every_rank names
 -- the position where the ranks' names part. A rank that only missed collectives in a step has a row with 0 of them.
+-- Against HTA 0.5.0's per-iteration verdict (get_potential_stragglers: in each iteration the num_candidates ranks whose
+-- last long ncclKernel on the most varying stream starts latest; tests/sql/test_straggler_steps.py compares the
+-- counts): the same rank where one rank is late by a material amount; HTA flags every tied rank (its threshold is the
+-- k-th value, >=) where a tie names no culprit here; it flags a rank in every iteration however small the lateness
+-- (10 µs of jitter) where a culprit here caused 5 % of the step or more; it leaves the last iteration out; it reads
+-- NCCL kernels only (no gloo, no record_param_comms) and one kernel per iteration, where every matched instance counts
+-- here. TraceLens' straggler summary is per collective, not per step, and not installed here to compare.
 -- grain: run_id, step, rank
 -- source: tracelake (issue 48); the arrival and wait rules are TraceLens NcclAnalyser's (wait_time,
 -- times_arrived_last), the verdict is stragglers'; HTA 0.5.0 get_potential_stragglers compares the start of each
