@@ -4,8 +4,8 @@
 -- by its match_rule), and the gloo collectives of int_comm_instances (torch writes no Seq for gloo: key: the
 -- process group int_comm_instances finds for the gloo worker thread, the collective's name and its order among
 -- that rank's instances of that group and name; gloo runs a group's collectives in issue order on every member).
--- Sends and receives (gloo send/recv, NCCL Send, Recv, SendRecv) are not collectives: they have one peer, not a
--- group to arrive at, and pipeline_stages reads them.
+-- gloo sends and receives are not collectives: they have one peer, not a group to arrive at (pipeline_stages reads
+-- them). NCCL's are kept, as collectives keeps them: its SendRecv kernels also carry all-to-all, which is one.
 -- step: the step int_comm_instances puts the instance in (the step holding its issue point); a record_param_comms
 -- instance (its host range) the host step holding its start; an instance matched on several ranks takes the
 -- lowest of their steps, so that one instance is in one step. Null outside every step.
@@ -47,7 +47,6 @@ nccl as (
         on host_step.trace_id = collectives.trace_id
         and collectives.source = 'cpu_op'
         and host_step.host_start_ns <= collectives.start_ns
-    where not regexp_matches(lower(collectives.name), 'send|recv')
     -- kernels of two groups (streams) may start at the same ns under the same name: each keeps one step
     qualify row_number() over (
         partition by collectives.run_id, collectives.rank, collectives.process_group, collectives.seq
