@@ -126,7 +126,9 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--max-regression", default="5%", help="how much worse a metric may get, as 5%% or 0.05 "
                        "(default 5%%); a change inside the runs' step-to-step noise never fails")
     check.add_argument("--metric", action="append", help="only this headline metric (repeatable; default all of "
-                       "run_metrics: step_ns, exposed_communication_ns, step_gpu_utilization_ratio, *_kernel_ns, ...)")
+                       "run_metrics: step_ns, exposed_communication_ns, step_gpu_utilization_ratio, *_kernel_ns, ...); "
+                       "straggler_recurrence_ratio (asked for only) fails on a persistent straggler: a rank that is "
+                       "the run's straggler and the culprit of half its steps or more")
     check.add_argument("--format", choices=("table", "json"), default="table", help="table: for people; json: "
                        "the verdict, each metric and what got slower, exact values")
     _lake_options(check)

@@ -20,6 +20,7 @@ names, descriptions and ranks.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -47,6 +48,8 @@ ATTRIBUTION_RUN_ID = "cpu_vit"
 PARALLEL_GROUPS_RUN_ID = "gloo_tp_dp"
 PIPELINE_RUN_ID = "gloo_pipeline"
 PIPELINE_SCHEDULES = ("gpipe", "1f1b")
+BACKWARD_STRAGGLER_RUN_ID = "gloo_backward_straggler"
+SKIPPED_COLLECTIVE_RUN_ID = "gloo_skipped_collective"
 
 _BATCH = 32
 _FEATURES = 64
@@ -183,6 +186,72 @@ def _gloo_rank(
         _profiled_training(
             model, _loader(steps, seed=rank), out_url, run_id, before_step=slow_down, after_step=sync_metrics
         )
+
+
+class _BackwardWork(torch.autograd.Function):
+    """Identity in forward; in backward, ``units`` units of extra matmuls before passing the gradient on: work that
+    only the backward pass does, as a slower backward kernel would."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, units: int) -> torch.Tensor:
+        ctx.units = units
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        work = torch.ones(256, 256)
+        for _ in range(ctx.units * _STRAGGLER_MATMULS_PER_UNIT):
+            work.mul_(0.5).add_(work @ work, alpha=1e-3)
+        return grad, None
+
+
+class _SlowBackward(nn.Module):
+    def __init__(self, units: int) -> None:
+        super().__init__()
+        self.units = units
+
+    def forward(self, tensor: torch.Tensor) -> torch.Tensor:
+        return _BackwardWork.apply(tensor, self.units) if self.units else tensor
+
+
+def profile_straggler_job(
+    out_url: str, *, run_id: str = BACKWARD_STRAGGLER_RUN_ID, world_size: int = 2, backward_units: int = 2,
+    skip_step: int | None = None, skip_timeout_s: float = 1.0,
+) -> None:
+    """A ``world_size``-rank gloo DDP job whose last rank does ``backward_units`` units of extra work in the backward
+    pass only, between the first layer and the rest, so that DDP's gradient all-reduce (one bucket) waits for it on
+    every rank and every rank's step lasts as long: the straggler shows in how much each rank computed, not in its
+    step time. With ``skip_step``, at that step every other rank calls an all-reduce over a side group of all ranks
+    (made with a ``skip_timeout_s`` timeout) that the last rank skips: their call times out (the error is caught)
+    and their traces hold a collective the last rank never ran. Steps 2 to 4 of 6 are profiled."""
+    _run_ranks(
+        f"straggler job {run_id!r} writing to {out_url}", world_size, _straggler_rank, out_url, run_id,
+        backward_units, skip_step, skip_timeout_s,
+    )
+
+
+def _straggler_rank(
+    rank: int, world_size: int, port: int, out_url: str, run_id: str, backward_units: int, skip_step: int | None,
+    skip_timeout_s: float,
+) -> None:
+    """One rank of :func:`profile_straggler_job`."""
+    with _gloo_process_group(rank, world_size, port):
+        side = dist.new_group(timeout=timedelta(seconds=skip_timeout_s), group_desc="side")
+        slow = rank == world_size - 1
+        torch.manual_seed(0)
+        layers = list(_model().children())
+        model = DistributedDataParallel(
+            nn.Sequential(layers[0], _SlowBackward(backward_units if slow else 0), *layers[1:])
+        )
+
+        def skipped_collective(step: int) -> None:
+            if step != skip_step or slow:
+                return
+            # the last rank never joins: the call times out, as a hung collective would, and the error is dropped
+            with contextlib.suppress(RuntimeError):
+                dist.all_reduce(torch.ones(8), group=side)
+
+        _profiled_training(model, _loader(6, seed=rank), out_url, run_id, after_step=skipped_collective)
 
 
 class TinyViT(nn.Module):

@@ -1,6 +1,10 @@
 """The regression gate: a run's headline metrics against its baseline, as ``run_regressions`` says, read over the
 run's job alone, and what got slower behind them (``run_comparison``).
 
+``tracelake check --metric straggler_recurrence_ratio`` adds the persistent-straggler gate: not a change against the
+baseline but a state of the run itself, a rank that ``stragglers`` calls the straggler and finds the culprit of half
+its steps or more (``is_recurring``), which fails the check whatever the baseline did.
+
 ``tracelake check`` prints it and Dagster's ``no_regression`` check of ``marts/run_metrics`` reports it; both call
 :func:`check_run`, which sets the view's DuckDB variables (threshold, pinned baseline) and reads the view itself, so
 the gate and the fleet view never disagree. Only the job's rows are read: the run's job from its own file (one
@@ -30,6 +34,7 @@ DEFAULT_MAX_REGRESSION = 0.05
 BEHIND_KINDS = ("kernel", "op", "collective")  # what a slower step is made of, from run_comparison
 TOP_BEHIND = 5  # rows of each kind shown behind a regression
 _METRICS_TABLE = f"{ALIAS}.marts.run_metrics"
+STRAGGLER_METRIC = "straggler_recurrence_ratio"  # asked for by name only: a gate on the run, not on a change
 
 
 class RunNotChecked(LookupError):
@@ -63,14 +68,53 @@ class RunCheck:
 
     def summary(self) -> str:
         """The verdict in one line."""
+        if not self.passed:
+            worst = ", ".join(_why(row) for row in self.regressions)
+            against = f" against {self.baseline_run_id}" if self.baseline_run_id else ""
+            return f"FAILED: {self.run_id} regressed{against} on {worst}"
         if self.baseline_run_id is None:
             return (f"passed: {self.run_id} is the first run of job {self.job!r}, so there is nothing to compare it "
                     "with (pin a baseline with --baseline RUN)")
-        if self.passed:
-            return f"passed: no metric of {self.run_id} regressed against {self.baseline_run_id}"
-        worst = ", ".join(f"{row['metric']} ({format_change(row['change_ratio'])}, noise "
-                          f"±{100 * row['noise_ratio']:.1f} %)" for row in self.regressions)
-        return f"FAILED: {self.run_id} regressed against {self.baseline_run_id} on {worst}"
+        return f"passed: no metric of {self.run_id} regressed against {self.baseline_run_id}"
+
+
+def _why(row: dict[str, Any]) -> str:
+    """A failed metric in a few words: its change and noise, or the straggler gate's finding."""
+    if row.get("finding"):
+        return f"{row['metric']} ({row['finding']})"
+    return f"{row['metric']} ({format_change(row['change_ratio'])}, noise ±{100 * row['noise_ratio']:.1f} %)"
+
+
+def _recurrence(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[float | None, str | None]:
+    """The run's highest recurrence_ratio among its ranks, and, where a rank is a persistent straggler (the
+    straggler, and the culprit of half its steps or more), what to say of it."""
+    try:
+        row = con.execute(
+            "select max(recurrence_ratio), arg_max("
+            "  format('rank {} is the culprit at {} of {} steps{}', rank, culprit_steps, steps,"
+            "         coalesce(' (' || cause || ')', '')), recurrence_ratio) filter (where is_straggler and is_recurring) "
+            f"from {ALIAS}.marts.stragglers where run_id = $run",
+            {"run": run_id},
+        ).fetchone()
+    except duckdb.BinderException:  # a lake written before stragglers had recurrence_ratio
+        raise RunNotChecked(f"run {run_id!r} has no per-step straggler columns: ingest it again") from None
+    except duckdb.CatalogException:  # no stragglers table: no run of the lake had collectives to compare
+        return None, None
+    return (row[0], row[1]) if row else (None, None)
+
+
+def _straggler_row(
+    con: duckdb.DuckDBPyConnection, run_id: str, job: str, baseline_run_id: str | None, max_regression: float
+) -> dict[str, Any]:
+    """The persistent-straggler gate as a row like run_regressions': value the run's highest recurrence_ratio,
+    is_regression where some rank is a persistent straggler (stragglers.is_straggler and is_recurring)."""
+    value, finding = _recurrence(con, run_id)
+    baseline_value = _recurrence(con, baseline_run_id)[0] if baseline_run_id else None
+    change = (value - baseline_value) / baseline_value if value is not None and baseline_value else None
+    return {"run_id": run_id, "metric": STRAGGLER_METRIC, "job": job, "started_ns": None,
+            "baseline_run_id": baseline_run_id, "value": value, "baseline_value": baseline_value,
+            "change_ratio": change, "noise_ratio": None, "is_regression": finding is not None,
+            "higher_is_worse": True, "max_regression_ratio": max_regression, "finding": finding}
 
 
 def job_range(job: str) -> tuple[str, str]:
@@ -147,18 +191,24 @@ def check_run(
     cursor = con.execute("select * from run_regressions where run_id = $run", {"run": run_id})
     names = [d[0] for d in cursor.description]
     rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    if metrics:
-        unknown = sorted(set(metrics) - {row["metric"] for row in rows})
+    gate_stragglers = STRAGGLER_METRIC in (metrics or [])
+    compared_with = rows[0]["baseline_run_id"] if rows else baseline
+    asked = [metric for metric in metrics or [] if metric != STRAGGLER_METRIC]
+    if asked:
+        unknown = sorted(set(asked) - {row["metric"] for row in rows})
         if unknown:
             raise RunNotChecked(f"run {run_id!r} has no metric {', '.join(map(repr, unknown))}; its metrics: "
-                                f"{', '.join(sorted(row['metric'] for row in rows))}")
-        rows = [row for row in rows if row["metric"] in metrics]
+                                f"{', '.join(sorted(row['metric'] for row in rows))}, {STRAGGLER_METRIC}")
+    if metrics:
+        rows = [row for row in rows if row["metric"] in asked]
+    if gate_stragglers:
+        rows.append(_straggler_row(con, run_id, job, compared_with, max_regression))
 
     def worse(row: dict[str, Any]) -> float:
         change = row["change_ratio"] or 0.0
         return change if row["higher_is_worse"] else -change
 
     rows.sort(key=lambda row: (-worse(row), row["metric"]))
-    chosen = rows[0]["baseline_run_id"] if rows else baseline
+    chosen = compared_with
     behind = _behind(con, chosen, run_id, top) if chosen and top else None
     return RunCheck(run_id, job, chosen, baseline is not None, max_regression, rows, behind)

@@ -5,9 +5,12 @@
 -- communication kernels themselves (int_kernels_classified), named by their kernel name (ncclKernel_AllReduce_... is
 -- AllReduce) with the stream they run on as their process group (each NCCL communicator has its stream; HTA matches
 -- ranks' communication kernels by stream and name too) and no message size. process_group is the Process Group
--- Name ('default' when absent). seq is the Seq arg where every instance of that (rank, process group) has one, else
--- the 0-based order of the instance by start time within the (rank, process group). Instances sharing (rank,
--- process group, seq), as coalesced kernels may, are folded into one (first start, last end).
+-- Name ('default' when absent). seq is the Seq arg where every instance of that process group has one on every rank
+-- of the run (PyTorch numbers each group's collectives, the same on every member, so profilers can pair them across
+-- ranks), else the 0-based order of the instance by start time within its (rank, process group): one rule per group,
+-- so that a Seq on some ranks only never pairs a numbered instance with a counted one. match_rule says which. Comms
+-- Id is not a key: kineto writes it per rank. Instances sharing (rank, process group, seq), as coalesced kernels
+-- may, are folded into one (first start, last end).
 -- grain: run_id, rank, process_group, seq
 -- source: TraceLens NcclAnalyser (collective_id = PG name + rank-local order); HTA 0.5.0
 -- hta/analyzers/straggler.py (ncclKernel_* kernels grouped by stream and name across ranks); ANCHORS.md §4, §10.6
@@ -62,10 +65,12 @@ keyed as (
     select
         *,
         coalesce(process_group_name, 'default') as process_group,
-        count(seq) over per_group = count(*) over per_group as has_seq,
+        count(seq) over run_group = count(*) over run_group as has_seq,
         row_number() over (per_group order by ts_ns, end_ns) - 1 as order_in_group
     from instances
-    window per_group as (partition by run_id, rank, coalesce(process_group_name, 'default'))
+    window
+        per_group as (partition by run_id, rank, coalesce(process_group_name, 'default')),
+        run_group as (partition by run_id, coalesce(process_group_name, 'default'))
 ),
 
 sequenced as (
@@ -90,7 +95,7 @@ select
     any_value(dtype) as dtype,
     any_value(process_group_ranks) as process_group_ranks,
     any_value(source) as source,
-    case when bool_and(has_seq) then 'seq' else 'order' end as seq_source,
+    case when bool_and(has_seq) then 'seq' else 'order' end as match_rule,
     count(*) as instance_count
 from sequenced
 group by run_id, rank, process_group, seq_key

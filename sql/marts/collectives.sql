@@ -1,11 +1,14 @@
--- One row per collective instance per rank, matched across the run's ranks by (process group, seq) as TraceLens
--- does (seq: the Seq arg, else the instance's order within its process group on that rank; see int_collectives).
+-- One row per collective instance per rank, matched across the run's ranks by (process group, seq): seq is the
+-- trace's Seq arg where the group's instances carry one on every rank (match_rule 'seq'), else, as TraceLens
+-- matches, the instance's order within its process group on that rank (match_rule 'order'; see int_collectives).
 -- comm latency = min over matched ranks of dur; wait_ns = latest start over matched ranks - this rank's start;
 -- start_skew_ns / end_skew_ns = max - min of start / end over matched ranks; msg_bytes = nelems x dtype bytes
 -- (Out nelems for all-gather, In nelems otherwise); algbw_gbps = msg_bytes / 2^30 / latency seconds (TraceLens'
 -- msg_MB/1024 / latency); busbw_gbps = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter
 -- and all-to-all, x1 otherwise, n = Group size. Missing ranks or unequal counts degrade to what matches:
--- matched_ranks < expected_ranks flags it (check collectives__all_ranks_matched).
+-- matched_ranks < expected_ranks flags it (check collectives__all_ranks_matched, and recommendations'
+-- missed_collective row). Under match_rule 'order' a rank that skipped one shifts the group's later instances on
+-- it: check collectives__same_collective_on_every_rank names the first position where names part.
 -- grain: run_id, rank, process_group, seq
 -- source: TraceLens NcclAnalyser (nccl_analyser.py); ANCHORS.md §4
 -- column: name: collective name
@@ -20,7 +23,7 @@
 -- column: matched_ranks: ranks where this instance was found
 -- column: comm_latency_ns: shortest duration over the matched ranks
 -- column: source: kernel or cpu_op (record_param_comms)
--- column: seq_source: seq from the Seq arg, or by order
+-- column: match_rule: 'seq' where the trace's Seq matched the instance across ranks, 'order' where its name and order within the process group did
 with
 
 sized as (
@@ -96,5 +99,5 @@ select
     matched_ranks,
     comm_latency_ns,
     source,
-    seq_source
+    match_rule
 from bandwidth

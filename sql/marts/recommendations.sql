@@ -11,8 +11,9 @@
 -- their dtypes) is in ops whose first input is half, bfloat16, FP8, FP4 or 8-bit already, whatever their kernels
 -- are named), peak allocated memory > 90 % of a GPU's totalGlobalMem, DataParallel
 -- over several devices, DDP without an NCCL op on a device of compute capability >= 3.5. source 'tracelake': rules
--- from the diagnosis tables: a straggler rank (stragglers.is_straggler), warmup steps inside the window
--- (step_health.is_warmup), a dead window (the steps' first-op gaps over 10 % of their time) and launch-bound steps
+-- from the diagnosis tables: a straggler rank (stragglers.is_straggler, with the steps it held the others back
+-- at and why), a rank that skipped collectives its group ran (straggler_steps.missed_collectives), warmup steps
+-- inside the window (step_health.is_warmup), a dead window (the steps' first-op gaps over 10 % of their time) and launch-bound steps
 -- (half or more of the steps that launch device work have a mean launch-to-start delay under 20 µs: the device
 -- queue runs empty and waits for the host), a process group whose exposed communication is over 10 % of the step
 -- time (comm_by_group; the group exposing most), a pipeline stage idling over 10 points of the step more than its
@@ -231,12 +232,29 @@ straggler_rule as (
     select
         trace_ranks.run_id, trace_ranks.trace_id, trace_ranks.rank, 'straggler', 'caused_wait_ratio',
         stragglers.caused_wait_ratio, 0.5, 'critical', 'tracelake',
-        format('Rank {} arrived last at {} of {} collectives and made the other ranks wait {:.1f} ms in all: look for '
-            || 'extra work, slower input or a slower device on that rank.',
-            stragglers.rank, stragglers.arrived_last_count, stragglers.collectives, stragglers.caused_wait_ns / 1e6)
+        format('Rank {} arrived last at {} of {} collectives and made the other ranks wait {:.1f} ms in all; it held '
+            || 'the others back at {} of {} steps{}: look for extra work, slower input or a slower device on that rank.',
+            stragglers.rank, stragglers.arrived_last_count, stragglers.collectives, stragglers.caused_wait_ns / 1e6,
+            stragglers.culprit_steps, stragglers.steps,
+            coalesce(format(', {:.1f} ms late each, because of its {}', stragglers.mean_culprit_late_ns / 1e6,
+                replace(stragglers.cause, '_', ' ')), ''))
     from trace_ranks
     join stragglers using (run_id, rank)
     where stragglers.is_straggler
+),
+
+-- A rank that did not run collectives its group's other ranks ran (straggler_steps.missed_collectives).
+missed_collective_rule as (
+    select
+        run_id, trace_id, any_value(rank), 'missed_collective', 'missed_collectives', sum(missed_collectives), 0,
+        'critical', 'tracelake',
+        format('Rank {} did not run {} collective(s) that the other ranks of its process group ran (the first in step '
+            || '{}): they waited for it until the collective timed out or the job hung. Check that every rank calls '
+            || 'the same collectives in the same order (a branch on the rank or on its data, an early exit).',
+            any_value(rank), sum(missed_collectives), min(step))
+    from straggler_steps
+    where missed_collectives > 0
+    group by run_id, trace_id
 ),
 
 warmup_rule as (
@@ -367,6 +385,7 @@ fired as (
     union all select * from data_parallel_rule
     union all select * from backend_rule
     union all select * from straggler_rule
+    union all select * from missed_collective_rule
     union all select * from warmup_rule
     union all select * from dead_window_rule
     union all select * from launch_bound_rule

@@ -85,6 +85,14 @@ def build_fixtures(root: Path) -> None:
             nccl_kernel(ts, dur, 2, "allreduce", 262144, 262144, "Float", pg, members, seq=0, stream=21),
         ]
         write_rank(root / "two_groups", rank, 4, events)
+    # partial_seq: PG "0" = [0, 1], two all-reduces; rank 0's carry Seq 5 and 6, rank 1's none (ranks of different
+    # builds): the group is matched by order on both, never Seq 5 on one rank against position 0 on the other.
+    for rank, seqs in {0: [5, 6], 1: [None, None]}.items():
+        events = [
+            nccl_kernel(100 * (i + 1) + rank, 10, 300 + i, "allreduce", 256, 256, "Float", "0", [0, 1], seq=seq)
+            for i, seq in enumerate(seqs)
+        ]
+        write_rank(root / "partial_seq", rank, 2, events)
     # cpu_fallback: no NCCL kernel args, so the record_param_comms cpu_ops are the instances ('wait' is not one).
     for rank, (ts, dur) in {0: (500, 20), 1: (505, 15)}.items():
         comm = nccl_kernel(ts, dur, 9, "allreduce", 1024, 1024, "Half", "0", [0, 1])
@@ -134,7 +142,7 @@ def test_equal_counts(collectives_marts):
     assert (r0["wait_ns"], r1["wait_ns"], r1["start_skew_ns"], r1["end_skew_ns"]) == (30_000, 0, 30_000, 0)
     assert r1["algbw_gbps"] == pytest.approx(195.3125)
     assert {r["matched_ranks"] for r in (r0, r1)} == {2}
-    assert {r["seq_source"] for r in rows.values() if r["run_id"] == "equal"} == {"seq"}
+    assert {r["match_rule"] for r in rows.values() if r["run_id"] == "equal"} == {"seq"}
 
 
 def test_missing_rank_degrades_and_is_flagged(collectives_marts):
@@ -171,7 +179,7 @@ def test_unequal_counts_match_by_order(collectives_marts):
     assert (lone["matched_ranks"], lone["wait_ns"], lone["start_skew_ns"]) == (1, 0, 0)
     assert lone["algbw_gbps"] == pytest.approx(0.476837158203125)
     assert ("unequal", 1, "0", 2) not in rows
-    assert {r["seq_source"] for r in rows.values() if r["run_id"] == "unequal"} == {"order"}
+    assert {r["match_rule"] for r in rows.values() if r["run_id"] == "unequal"} == {"order"}
     failed = check(results, "unequal", "all_ranks_matched")
     assert failed.failures == 1
 
@@ -216,3 +224,13 @@ def test_cpu_op_fallback(collectives_marts):
     assert (r0["source"], r0["wait_ns"], r1["wait_ns"], r0["msg_bytes"]) == ("cpu_op", 5_000, 0, 2048)
     assert r1["algbw_gbps"] == pytest.approx(2048 / GIB / 15e-6) == pytest.approx(0.12715657552083333)
     assert r1["busbw_gbps"] == pytest.approx(r1["algbw_gbps"])
+
+
+def test_seq_on_some_ranks_only_matches_by_order(collectives_marts):
+    results, rows = collectives_marts
+    partial = {key[1:]: r for key, r in rows.items() if key[0] == "partial_seq"}
+    assert sorted(partial) == [(0, "0", 0), (0, "0", 1), (1, "0", 0), (1, "0", 1)]
+    assert {(r["match_rule"], r["matched_ranks"]) for r in partial.values()} == {("order", 2)}
+    # position 1: r0 starts at 200 µs, r1 at 201 µs: r0 waits 1 µs
+    assert partial[(0, "0", 1)]["wait_ns"] == 1_000
+    assert check(results, "partial_seq", "all_ranks_matched").passed

@@ -79,7 +79,7 @@ def test_collectives_are_matched_by_kernel_name_and_order(old_nccl) -> None:
     rows = {(r["rank"], r["seq"]): r for r in read_mart(lake_dir, "collectives") if r["run_id"] == "dlrm_like"}
     assert len(rows) == 3 * 6
     assert {r["process_group"] for r in rows.values()} == {f"stream {STREAM}"}
-    assert {(r["source"], r["seq_source"], r["matched_ranks"]) for r in rows.values()} == {("kernel_name", "order", 3)}
+    assert {(r["source"], r["match_rule"], r["matched_ranks"]) for r in rows.values()} == {("kernel_name", "order", 3)}
     assert [rows[(0, seq)]["name"] for seq in range(6)] == ["SendRecv", "AllReduce"] * 3
     # Step 1's SendRecv (seq 0): starts at 1100, 1110, 1200 µs, all end at 1300 µs.
     r0, r1, r2 = (rows[(rank, 0)] for rank in range(3))
