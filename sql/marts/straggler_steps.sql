@@ -40,7 +40,7 @@
 -- column: collectives: instances of the step the rank arrived at (matched on two or more ranks)
 -- column: arrived_last_count: of those, where it started latest (ties count for each)
 -- column: late_ns: summed lateness against each instance's median arrival (0 where it was early)
--- column: caused_wait_ns: the wait of the other ranks at the instances where it arrived last
+-- column: caused_wait_ns: the wait it caused the others in the step, as wall time (int_caused_waits, as stragglers)
 -- column: compute_ns: device compute (CPU ops on CPU-only runs) from its previous step's last collective (or its step's start) to its last arrival in the step
 -- column: compute_vs_median_ratio: the share of its compute_ns above the step's median rank (0 at or below it)
 -- column: extra_compute_ns: compute_ns above the median compute_ns of the step's ranks (0 at or below it)
@@ -71,21 +71,13 @@ timed as (
     window per_instance as (partition by run_id, backend, instance)
 ),
 
-caused as (
-    select
-        *,
-        sum(wait_ns) over per_instance / count(*) filter (where arrived_last) over per_instance as instance_wait_ns
-    from timed
-    window per_instance as (partition by run_id, backend, instance)
-),
-
 -- Per rank, step and group: whether the rank arrived last anywhere in the group this step, and its wait there.
 per_group as (
     select
         run_id, step, rank, backend, process_group,
         bool_or(arrived_last) as last_here,
         sum(wait_ns) as wait_ns
-    from caused
+    from timed
     group by all
 ),
 
@@ -105,11 +97,10 @@ per_rank as (
         count(*) filter (where arrived_last) as arrived_last_count,
         sum(late_ns)::bigint as late_ns,
         max(late_ns) as peak_late_ns,
-        coalesce(sum(instance_wait_ns) filter (where arrived_last), 0)::bigint as caused_wait_ns,
         sum(wait_ns)::bigint as total_wait_ns,
         max(start_ns) as last_arrival_ns,
         max(end_ns) as last_end_ns
-    from caused
+    from timed
     group by all
 ),
 
@@ -149,9 +140,11 @@ rank_steps as (
         coalesce(per_rank.step, missed.step) as step,
         coalesce(per_rank.rank, missed.rank) as rank,
         per_rank.* exclude (run_id, step, rank),
+        coalesce(int_caused_waits.caused_wait_ns, 0) as caused_wait_ns,
         coalesce(missed.missed_collectives, 0) as missed_collectives
     from per_rank
     full join missed using (run_id, step, rank)
+    left join int_caused_waits using (run_id, step, rank)
 ),
 
 trace_sides as (

@@ -57,48 +57,9 @@ arrivals as (
     window per_instance as (partition by run_id, instance)
 ),
 
--- Each instance's held-up interval, first arrival to last, for each rank that arrived last at it.
-held_up as (
-    select
-        run_id,
-        rank,
-        min(start_ns) over per_instance as first_arrival_ns,
-        max(start_ns) over per_instance as last_arrival_ns,
-        arrived_last
-    from arrivals
-    where matched_ranks > 1
-    window per_instance as (partition by run_id, instance)
-),
-
--- The union of a rank's held-up intervals: a new island starts past the furthest end before it.
-islands as (
-    select
-        run_id,
-        rank,
-        first_arrival_ns,
-        last_arrival_ns,
-        coalesce(first_arrival_ns > max(last_arrival_ns) over (
-            partition by run_id, rank order by first_arrival_ns, last_arrival_ns
-            rows between unbounded preceding and 1 preceding
-        ), true) as starts_island
-    from held_up
-    where arrived_last and last_arrival_ns > first_arrival_ns
-),
-
 caused_by_rank as (
-    select run_id, rank, sum(last_ns - first_ns) as caused_wait_ns
-    from (
-        select run_id, rank, island, min(first_arrival_ns) as first_ns, max(last_arrival_ns) as last_ns
-        from (
-            select
-                *,
-                sum(starts_island::integer) over (
-                    partition by run_id, rank order by first_arrival_ns, last_arrival_ns rows unbounded preceding
-                ) as island
-            from islands
-        )
-        group by run_id, rank, island
-    )
+    select run_id, rank, sum(caused_wait_ns) as caused_wait_ns
+    from int_caused_waits
     group by run_id, rank
 ),
 

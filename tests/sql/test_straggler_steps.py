@@ -114,20 +114,20 @@ def test_compute_culprit_per_step(nccl_steps):
     _, _, steps, _, _ = nccl_steps
     for s in (1, 3, 4):
         r0, r1, r2 = (steps[("compute_straggler", s, r)] for r in range(3))
-        # Starts +350, +350, +550 µs: rank 2 is 200 µs after the median; ranks 0 and 1 wait 200 µs each, 400 µs owed
-        # to rank 2 (40 % of the 1000 µs step, over the 5 % bar).
+        # Starts +350, +350, +550 µs: rank 2 is 200 µs after the median; ranks 0 and 1 wait 200 µs each, at once:
+        # 200 µs of wall time owed to rank 2 (20 % of the 1000 µs step, over the 5 % bar).
         assert [r["late_ns"] for r in (r0, r1, r2)] == [0, 0, 200_000]
-        assert [r["caused_wait_ns"] for r in (r0, r1, r2)] == [0, 0, 400_000]
+        assert [r["caused_wait_ns"] for r in (r0, r1, r2)] == [0, 0, 200_000]
         # GEMM time from the step's start to the all-reduce: 300, 300, 500 µs; median 300, so rank 2's 200 µs above
         # it are 40 % of its compute and explain more than half its lateness: the cause is compute.
         assert [r["compute_ns"] for r in (r0, r1, r2)] == [300_000, 300_000, 500_000]
         assert [r["compute_vs_median_ratio"] for r in (r0, r1, r2)] == [0, 0, pytest.approx(0.4)]
         assert [r["is_culprit"] for r in (r0, r1, r2)] == [False, False, True]
         assert [r["cause"] for r in (r0, r1, r2)] == [None, None, "compute"]
-    # Step 2: ranks 1 and 2 both start at +450 µs: a tie is not a verdict; each caused half of rank 0's 100 µs.
+    # Step 2: ranks 1 and 2 both start at +450 µs: a tie is not a verdict; each held rank 0 up for its 100 µs.
     tie = [steps[("compute_straggler", 2, r)] for r in range(3)]
     assert [r["arrived_last_count"] for r in tie] == [0, 1, 1]
-    assert [r["caused_wait_ns"] for r in tie] == [0, 50_000, 50_000]
+    assert [r["caused_wait_ns"] for r in tie] == [0, 100_000, 100_000]
     assert not any(r["is_culprit"] for r in tie) and {r["cause"] for r in tie} == {None}
 
 
