@@ -66,6 +66,16 @@ def check_outcomes(record: RunRecord) -> list[CheckOutcome]:
     ]
 
 
+def version_metadata(record: RunRecord) -> dict[str, Any]:
+    """What every event a record posts carries: the version it shows (what a post is idempotent by) and its snapshot,
+    and when the ingest committed it. Dagster's public API stamps a runless event with the time of posting, not
+    another: the ingest's time is here, for the UI to show beside it."""
+    metadata: dict[str, Any] = {"version": record.version, "snapshot": record.snapshot}
+    if record.ingested_at is not None:
+        metadata["ingested_at"] = dg.MetadataValue.timestamp(record.ingested_at)
+    return metadata
+
+
 def link(url: str) -> dg.MetadataValue:
     """A page in the lake's storage as metadata: a URL, or a local path."""
     return dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url)

@@ -148,6 +148,8 @@ def _add_ui(commands: argparse._SubParsersAction) -> None:
                     "else ./lake)")
     ui.add_argument("--source", default=None, help="the folder or URL the sensor watches for new runs "
                     "(default: $TRACELAKE_SOURCE, else ./demo-traces)")
+    ui.add_argument("--catalog", default=None, help="the lake's DuckLake catalog, as for ingest (default: "
+                    "TRACELAKE_CATALOG, else LAKE/catalog.sqlite for a local lake)")
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
     ui.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000)")
 
@@ -291,7 +293,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(lake_url=args.lake, traces_dir=args.traces)
     from tracelake.ui import run_ui
 
-    return run_ui(lake_url=args.lake, source_url=args.source, host=args.host, port=args.port)
+    return run_ui(lake_url=args.lake, source_url=args.source, host=args.host, port=args.port, catalog=args.catalog)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from dagster_project.outbox import RunRecord, leave_records, regression_check
+from dagster_project.outbox import MAX_RECORDS, committed_records, leave_records
 from pipelines.lake.lake import Lake
 from pipelines.scratch import sweep_dead_scratch
 from pipelines.sources import RunSource, discover_runs
@@ -82,12 +82,15 @@ def _ingest_one(target: _Target, run: RunSource, position: str) -> RunOutcome:
 
 
 def _record(lake: Lake, landed: list[IngestedRun]) -> None:
-    """Leave the runs' records, with the regression gate's verdict on each, for the Dagster instance ``tracelake ui``
-    shows (:mod:`dagster_project.outbox`)."""
-    folder = leave_records([RunRecord.of(run.committed, run.report_url, regression_check(lake, run.committed.built.run_id))
-                            for run in landed])
-    print(f"recorded {plural(len(landed), 'run')} for the Dagster instance at {folder.parent} "
+    """Leave the runs' records, with the regression gate's verdict on each and its commit's time, in the lake's
+    outbox for the Dagster instance ``tracelake ui`` shows (:mod:`dagster_project.outbox`)."""
+    left = leave_records(committed_records(lake, [(run.committed, run.report_url) for run in landed]), lake)
+    print(f"recorded {plural(len(landed), 'run')} for the Dagster instance at {left.home} "
           "(tracelake ui shows them; --no-record skips this)", flush=True)
+    if left.dropped:
+        print(f"WARNING the outbox {left.folder} keeps the {MAX_RECORDS} newest records: dropped the "
+              f"{len(left.dropped)} oldest (runs {', '.join(left.dropped[:10])}{' …' if len(left.dropped) > 10 else ''}), "
+              "which tracelake ui will not show; the lake keeps them", flush=True)
 
 
 _Item = tuple[RunSource, str]  # a run and its position ("3/10")

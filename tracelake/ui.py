@@ -8,9 +8,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 
 from dagster_project.home import dagster_home
+from pipelines.lake.lake import Lake
+from transforms.units import plural
 
 SHUTDOWN_GRACE_S = 20
 """How long ``dagster dev`` may take to stop its webserver, daemon and code server after a stop signal before they
@@ -21,28 +24,33 @@ def _local(url: str) -> str:
     return url if "://" in url else os.path.abspath(url)
 
 
-def _post_records() -> None:
-    """Post what ingests recorded since the UI last ran (the code location's sensor posts what comes later)."""
+def _post_records(lake: Lake, home: Path) -> None:
+    """Post what ingests into ``lake`` recorded since the UI last ran, a line per batch (the code location's sensor
+    posts what comes later)."""
     from dagster_project.record import open_instance, post_records  # Dagster's import and instance: ~1.5 s
 
-    with open_instance() as instance:
-        posted = post_records(instance)
-    if posted:
-        print(f"posted {len(posted)} ingested runs to the Dagster instance: {', '.join(posted[:10])}"
-              f"{' …' if len(posted) > 10 else ''}", flush=True)
+    with open_instance(home) as instance:
+        for runs in post_records(instance, lake):
+            print(f"posted {plural(len(runs), 'run')} of {lake.url} to the Dagster home {home}: "
+                  f"{', '.join(runs[:10])}{' …' if len(runs) > 10 else ''}", flush=True)
 
 
-def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int) -> int:
+def run_ui(*, lake_url: str | None, source_url: str | None, host: str, port: int, catalog: str | None = None) -> int:
     """Run ``dagster dev`` until Ctrl-C or SIGTERM, then stop it and every process it started; returns its exit code.
 
-    ``--lake``/``--source`` win over ``TRACELAKE_LAKE``/``TRACELAKE_SOURCE``; the instance home is the one
-    ``tracelake ingest`` records into (:func:`dagster_project.home.dagster_home`), so ingested runs show.
+    ``--lake``/``--source``/``--catalog`` win over ``TRACELAKE_LAKE``/``TRACELAKE_SOURCE``/``TRACELAKE_CATALOG``;
+    the instance home is the lake's, where ``tracelake ingest`` records it (:func:`dagster_project.home.dagster_home`),
+    passed to ``dagster dev`` alone, so the lake's ingested runs show, and only they.
     """
     env = dict(os.environ)
     env["TRACELAKE_LAKE"] = _local(lake_url or env.get("TRACELAKE_LAKE") or "lake")
     env["TRACELAKE_SOURCE"] = _local(source_url or env.get("TRACELAKE_SOURCE") or "demo-traces")
-    env["DAGSTER_HOME"] = str(dagster_home())
-    _post_records()
+    if catalog:
+        env["TRACELAKE_CATALOG"] = catalog
+    lake = Lake(env["TRACELAKE_LAKE"], None, env.get("TRACELAKE_CATALOG") or None)
+    home = dagster_home(lake)
+    env["DAGSTER_HOME"] = str(home)
+    _post_records(lake, home)
     command = [sys.executable, "-m", "dagster", "dev", "-m", "dagster_project.definitions", "-h", host, "-p", str(port)]
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     print(f"Dagster UI at http://{shown}:{port} (lake {env['TRACELAKE_LAKE']}, DAGSTER_HOME {env['DAGSTER_HOME']}); "

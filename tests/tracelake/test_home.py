@@ -14,9 +14,11 @@ import pytest
 
 import dagster_project.home
 import dagster_project.record
-from dagster_project.home import _WRITTEN_BY_0_2, QUIET, dagster_home
+from dagster_project.home import _WRITTEN_BY_0_2, QUIET, dagster_home, lake_key
 from dagster_project.outbox import records_folder
 from dagster_project.record import post_records
+from dagster_project.resources import LakeResource
+from pipelines.lake.lake import Lake
 from pipelines.tables import RAW_TABLES
 from tests.cli.conftest import tracelake as run_tracelake
 from tests.support.servers import EXAMPLE_TRACES
@@ -29,13 +31,16 @@ def test_a_new_home_gets_dagsters_defaults_a_users_own_stays(tmp_path: Path, mon
         home.mkdir()
     (users / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")  # a user's own
     (old / "dagster.yaml").write_text(_WRITTEN_BY_0_2)  # tracelake 0.2 named an event log storage since removed
-    monkeypatch.setattr(dagster_project.home, "DEFAULT_HOME", default)
+    monkeypatch.setattr(dagster_project.home, "DEFAULT_ROOT", default)
+    lake = Lake(str(tmp_path / "lake"))
 
-    for home in (default, new, users, old):
+    monkeypatch.delenv("DAGSTER_HOME")
+    assert dagster_home(lake) == default / lake_key(lake)  # a home per lake
+    for home in (new, users, old):
         monkeypatch.setenv("DAGSTER_HOME", str(home))
-        assert dagster_home() == home
+        assert dagster_home(lake) == home
 
-    assert (default / "dagster.yaml").read_text() == QUIET
+    assert (default / lake_key(lake) / "dagster.yaml").read_text() == QUIET
     assert (new / "dagster.yaml").read_text() == ""  # telemetry is the user's to turn off
     assert (old / "dagster.yaml").read_text() == ""
     assert (users / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"
@@ -77,12 +82,12 @@ def test_an_ingest_records_each_asset_and_check_of_its_runs(tmp_path: Path, monk
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     with dg.DagsterInstance.get() as instance:
         sensor = dagster_project.record.tracelake_records_sensor  # what the UI's daemon runs
-        result = sensor(dg.build_sensor_context(instance=instance))
+        result = sensor(dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(url=str(lake))}))
         assert "posted 2 ingested runs" in str(result.skip_message)
-        assert post_records(instance) == []  # posted once
+        assert list(post_records(instance, Lake(str(lake)))) == []  # posted once
         recorded = _recorded(instance)
         assert instance.get_runs() == []  # recorded without running Dagster
-    assert list(records_folder(home).iterdir()) == []
+    assert list(records_folder(home, Lake(str(lake))).iterdir()) == []
     marts = {name for name, model in discover_models().items() if model.layer == "marts"}
     assert set(recorded["materializations"]) == ({f"raw/{t}" for t in RAW_TABLES} | {f"marts/{m}" for m in marts}
                                                  | {"report"})
@@ -100,20 +105,23 @@ def test_an_ingest_records_each_asset_and_check_of_its_runs(tmp_path: Path, monk
 
 
 def test_a_record_that_cannot_be_read_is_left_aside(tmp_path: Path, monkeypatch) -> None:
-    folder = records_folder(tmp_path / "home")
+    lake = Lake(str(tmp_path / "lake"))
+    folder = records_folder(tmp_path / "home", lake)
     folder.mkdir(parents=True)
     (folder / "broken.json").write_text("{not json")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     with dg.DagsterInstance.get() as instance:
-        assert post_records(instance) == []
-    assert [p.name for p in folder.iterdir()] == [".unreadable-.claimed-" + f"{os.getpid()}-broken.json"]
+        assert list(post_records(instance, lake)) == []
+    assert [p.name for p in folder.iterdir()] == [".unreadable-broken.json"]
 
 
 OPEN_AT = """
 import sys, time
+from dagster_project.home import dagster_home
 from dagster_project.record import open_instance
+from pipelines.lake.lake import Lake
 time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # every process opens the new home at the same moment
-open_instance().get_runs()
+open_instance(dagster_home(Lake("lake"))).get_runs()
 """
 
 
