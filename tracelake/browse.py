@@ -9,7 +9,7 @@ from pipelines.lake.lake import Lake, LakeError
 from pipelines.lake.read import table_files, table_names
 from tracelake.output import print_table, write_result
 from tracelake.suggest import did_you_mean
-from transforms.docs import GUIDE, TableDoc, all_docs, column_doc, first_sentence
+from transforms.docs import DIFFERENCES_TITLE, GUIDE, TableDoc, all_docs, column_doc, differences, first_sentence
 from transforms.units import unit_of
 
 RUNS_QUERY = """
@@ -66,6 +66,8 @@ def _describe(doc: TableDoc | None, name: str, columns: list[str], fmt: str, *, 
         print(f"{name} ({doc.layer}): {doc.summary}")
         if doc.source:
             print(f"definition follows: {doc.source}")
+        for text in doc.differences:
+            print(f"differs on purpose: {text}")
         print()
     print_table(["column", "unit", "meaning"], rows, footer=False)
     if not lake:
@@ -89,7 +91,10 @@ def show_tables(
                 for n in names]
         write_result(["table", "layer", "one row per / what it holds"], rows, fmt)
         if fmt == "table":
-            print(f"\n{GUIDE}\nOne table's columns, units and meaning: tracelake tables TABLE")
+            print(f"\n{GUIDE}\n{DIFFERENCES_TITLE}\n")
+            for name, text in differences():
+                print(f"  {name}: {text}")
+            print("\nOne table's columns, units and meaning: tracelake tables TABLE")
         return 0
     if table not in docs and table not in in_lake:
         known = set(docs) | set(in_lake)

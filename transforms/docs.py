@@ -56,12 +56,13 @@ class TableDoc:
     columns: dict[str, str] = field(default_factory=dict)
     source: str = ""  # the anchor the definition follows
     grain: tuple[str, ...] = ()
+    differences: tuple[str, ...] = ()  # where it departs from that anchor on purpose (``-- differs:`` lines)
 
 
 def mart_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
     """Every mart's doc, from its SQL header (:mod:`transforms.models`)."""
     return {
-        name: TableDoc(name, "marts", model.description, model.columns, model.source, model.grain)
+        name: TableDoc(name, "marts", model.description, model.columns, model.source, model.grain, model.differences)
         for name, model in discover_models(sql_root).items() if model.layer == "marts"
     }
 
@@ -80,6 +81,12 @@ def all_docs(sql_root: Path | None = None) -> dict[str, TableDoc]:
     return raw | mart_docs(sql_root) | fleet_docs(sql_root)
 
 
+def differences(sql_root: Path | None = None) -> list[tuple[str, str]]:
+    """Every deliberate difference from the anchors, as (table, what and why): the one list that ``tracelake
+    tables`` and the README show, kept in the marts' headers beside the definitions it qualifies."""
+    return [(name, text) for name, doc in mart_docs(sql_root).items() for text in doc.differences]
+
+
 def column_doc(doc: TableDoc | None, column: str) -> str:
     """A column's meaning: the table's own line, else the common one, else empty."""
     return (doc.columns.get(column) if doc else None) or COMMON_COLUMNS.get(column, "")
@@ -90,6 +97,9 @@ def first_sentence(text: str, limit: int = 160) -> str:
     sentence = re.split(r"(?<=\.)\s", text, maxsplit=1)[0].rstrip(".")
     return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
 
+
+DIFFERENCES_TITLE = "Where tracelake differs from the reference tools on purpose (each mart's `-- differs:` lines)"
+"""The heading of :func:`differences` in ``tracelake tables`` and the README."""
 
 # Which table answers which question: printed by `tracelake tables` and copied in the README.
 GUIDE = """\
@@ -156,3 +166,32 @@ Three GPU utilizations:
                                         idle; counts memcpy, memset and communication as non-compute. Use it to
                                         compare with HTA or for traces without ProfilerStep.
 """
+
+
+def reference_markdown(sql_root: Path | None = None) -> str:
+    """The table reference, ``sql/TABLES.md``: the guide, every table with its grain, anchor, deliberate
+    differences and columns, generated from the models' headers and the raw tables' registry (regenerate with
+    ``python -m transforms.docs > sql/TABLES.md``; a test keeps it current)."""
+    out = ["# Tables", "", "Generated from the SQL models' headers and `pipelines/tables.py` by "
+           "`python -m transforms.docs > sql/TABLES.md`; `tracelake tables [TABLE]` prints the same.", "",
+           "```", GUIDE.rstrip(), "```", "", f"## {DIFFERENCES_TITLE}", ""]
+    out += [f"- `{name}`: {text}" for name, text in differences(sql_root)]
+    for layer, title in (("raw", "Raw tables"), ("marts", "Analysis tables"), ("fleet", "Views over every run")):
+        out += ["", f"## {title}"]
+        for name, doc in sorted(all_docs(sql_root).items()):
+            if doc.layer != layer:
+                continue
+            out += ["", f"### `{name}`", "", doc.summary]
+            if doc.grain:
+                out += ["", f"Grain: {', '.join(doc.grain)}."]
+            if doc.source:
+                out += ["", f"Definition follows: {doc.source}."]
+            out += [f"- Differs on purpose: {text}" for text in doc.differences]
+            if doc.columns:
+                out += ["", "| column | meaning |", "|---|---|"]
+                out += [f"| `{column}` | {meaning.replace('|', '/')} |" for column, meaning in doc.columns.items()]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

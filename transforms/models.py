@@ -24,6 +24,7 @@ QUERIES_LAYER = "queries"
 _PREFIX = {"staging": "stg_", "intermediate": "int_", "marts": "", FLEET_LAYER: "", QUERIES_LAYER: ""}
 _HEADER_KEY = re.compile(r"^--\s*(grain|source|materialized|pieces|piece_name)\s*:\s*(.+)$")
 _COLUMN_LINE = re.compile(r"^--\s*column:\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.+)$")
+_DIFFERS_LINE = re.compile(r"^--\s*differs:\s*(.+)$")
 # Intermediates are read by several models each, so they are computed once as tables by default.
 _DEFAULT_MATERIALIZED = {"staging": "view", "intermediate": "table", "marts": "table", FLEET_LAYER: "view",
                          QUERIES_LAYER: "view"}
@@ -50,6 +51,8 @@ class SqlModel:
     those from ``getvariable('first_piece')`` to ``getvariable('last_piece')`` (see :mod:`transforms.runner`)."""
     piece_name: str = ""
     """``-- piece_name: EXPR``: what a piece is, for errors: an aggregate over one piece's rows of the pieces table."""
+    differences: tuple[str, ...] = ()
+    """``-- differs: ANCHOR: what and why`` lines: where the model departs from its anchor on purpose."""
 
 
 def default_sql_root() -> Path:
@@ -94,7 +97,7 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
     name = path.stem
     if not name.startswith(_PREFIX[layer]):
         raise ValueError(f"{path}: models in sql/{layer}/ must be named {_PREFIX[layer]}*")
-    description, keys, columns = [], {}, {}
+    description, keys, columns, differences = [], {}, {}, []
     for line in sql.splitlines():
         if not line.startswith("--"):
             break
@@ -102,6 +105,8 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
             keys[key.group(1)] = key.group(2).strip()
         elif column := _COLUMN_LINE.match(line):
             columns[column.group(1)] = column.group(2).strip()
+        elif differs := _DIFFERS_LINE.match(line):
+            differences.append(differs.group(1).strip())
         elif not keys:  # the description is the text above the keys
             description.append(line.lstrip("-").strip())
     grain = tuple(c.strip() for c in keys["grain"].split(",")) if "grain" in keys else ()
@@ -118,7 +123,7 @@ def parse_model(path: Path, layer: str, sql: str, tree: dict[str, Any]) -> SqlMo
     if keys.get("pieces") and (materialized != "table" or keys["pieces"] not in deps):
         raise ValueError(f"{path}: a model built in pieces is a table that reads its pieces table")
     return SqlModel(name, layer, path, sql, description_text, grain, keys.get("source", ""), deps, materialized,
-                    columns, keys.get("pieces", ""), keys.get("piece_name", ""))
+                    columns, keys.get("pieces", ""), keys.get("piece_name", ""), tuple(differences))
 
 
 def _model_files(root: Path, layers: tuple[str, ...]) -> tuple[tuple[Path, str], ...]:

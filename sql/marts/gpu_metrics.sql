@@ -8,6 +8,7 @@
 -- the running kernels) / span (idle counts 0; null when no kernel has blocks per SM); Est. achieved occupancy =
 -- kernel-time-weighted mean of `est. achieved occupancy %` / 100 (idle not counted). Kernels only.
 -- grain: run_id, trace_id, device
+-- differs: torch-tb-profiler: the window is the steps' as step_breakdown finds them (step_rule), reaching the device work their launches queued, not the host ops' span alone.
 -- source: torch-tb-profiler 0.4.3 GPU summary (gpu_metrics_parser.py calculate_gpu_utilization, calculate_approximated_sm_efficiency, calculate_occupancy); ANCHORS.md §3.5
 -- column: gpu_utilization_ratio: kernel busy time / span
 -- column: est_sm_efficiency_ratio: estimated SM efficiency

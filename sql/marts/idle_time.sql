@@ -9,6 +9,7 @@
 -- Mimics HTA 0.5.0: integer-µs timestamps (×1000 here) and HTA's window (see int_hta_window). The launching
 -- runtime is found by correlation id among the kept runtime calls.
 -- grain: run_id, trace_id, stream
+-- differs: HTA: a negative gap between overlapping kernels of one stream is clamped to 0 and reported apart (overlapping_ns), where HTA sums it into kernel_wait.
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::get_idle_time_breakdown; see ANCHORS.md §2.3
 -- column: host_wait_ns: idle because the CPU enqueued the next event late
 -- column: kernel_wait_ns: short gaps between kernels

@@ -19,6 +19,7 @@
 -- time (comm_by_group; the group exposing most), a pipeline stage idling over 10 points of the step more than its
 -- schedule's ideal bubble (pipeline_stages).
 -- grain: run_id, trace_id, rule
+-- differs: torch-tb-profiler: kernels are linked to ops through every runtime call (cudaLaunchKernel and the driver API), where tb_plugin 0.4.3 reads only the legacy Runtime category, so its tensor_cores_unused rule never fires on a modern trace.
 -- source: torch-tb-profiler 0.4.3 profiler/data.py (RunProfileData.analyze, _analyze_distributed_metrics,
 -- _analyze_gpu_metrics), tensor_cores_parser.py, tensor_core.py; stragglers, step_health, comm_by_group, pipeline_stages
 with

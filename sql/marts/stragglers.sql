@@ -18,6 +18,8 @@
 -- arriver moves (noise); cause is the cause straggler_steps gives most of its culprit steps (null on a tie or where
 -- it is the culprit of none).
 -- grain: run_id, rank
+-- differs: HTA: a tie in arrivals is no verdict, where HTA's top-k flags every tied rank; the last iteration counts (HTA leaves it out); and a culprit must have caused 5 % of the step or more, where HTA flags a rank in every iteration.
+-- differs: TraceLens: the wait a rank caused is wall time (the union of the intervals it held the others up), where summing every waiting rank's wait counts each late microsecond once per waiting rank.
 -- source: TraceLens NcclAnalyser straggler summary (times_arrived_last, wait_time); HTA 0.5.0
 -- hta/analyzers/straggler.py (late-starting communication kernels); ANCHORS.md §2.3, §4
 -- column: collectives: collective instances it took part in that were seen on two or more ranks

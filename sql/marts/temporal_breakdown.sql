@@ -5,6 +5,7 @@
 -- Mimics HTA 0.5.0 exactly: integer-µs timestamps (ceil start, floor end, reported here ×1000 as ns) and
 -- HTA's window (last ProfilerStep dropped when there are two or more); see int_hta_window.
 -- grain: run_id, trace_id
+-- differs: HTA: times stay in ns; an event under a µs, which HTA's integer µs clock gives -1 µs, lasts what the trace says (0 after HTA's rounding).
 -- source: holistictraceanalysis 0.5.0 hta/analyzers/breakdown_analysis.py::get_temporal_breakdown; see ANCHORS.md §2.3
 -- column: idle_ns: GPU timeline span with nothing running
 -- column: compute_ns: computation-kernel time
