@@ -74,14 +74,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_demo(commands: argparse._SubParsersAction) -> None:
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser("demo", help="profile small torch jobs, ingest them with sample GPU traces, report")
     demo.add_argument("--lake", default=default_lake(),
                       help="where to write the demo lake (default: $TRACELAKE_LAKE, else ./lake)")
     demo.add_argument("--traces", default="demo-traces", help="where to write the demo traces (default: ./demo-traces)")
 
 
-def _add_ingest(commands: argparse._SubParsersAction) -> None:
+def _add_ingest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ingest = commands.add_parser("ingest", help="ingest every trace under SOURCE into the lake and build every table")
     ingest.add_argument("source", help="local folder or fsspec URL (s3://bucket/prefix) holding one folder per run")
     ingest.add_argument("--jobs", type=int, default=1, help="runs ingested at once, each in a worker process "
@@ -96,7 +96,7 @@ def _add_ingest(commands: argparse._SubParsersAction) -> None:
     _lake_options(ingest)
 
 
-def _add_sql(commands: argparse._SubParsersAction) -> None:
+def _add_sql(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sql = commands.add_parser("sql", help="run read-only SQL over every run of the lake")
     sql.add_argument("query", help="one SELECT (or EXPLAIN of one); every table is a view by its bare name, and "
                      "lake.<raw|marts>.<table> AT (VERSION => N) reads an older snapshot that retention keeps")
@@ -106,7 +106,7 @@ def _add_sql(commands: argparse._SubParsersAction) -> None:
     _lake_options(sql)
 
 
-def _add_compare(commands: argparse._SubParsersAction) -> None:
+def _add_compare(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     compare = commands.add_parser("compare", help="what got slower from RUN_A to RUN_B: kernels, ops, collectives, steps")
     compare.add_argument("run_a", help="the baseline run_id")
     compare.add_argument("run_b", help="the run_id compared with it")
@@ -118,7 +118,7 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
     _lake_options(compare)
 
 
-def _add_check(commands: argparse._SubParsersAction) -> None:
+def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = commands.add_parser("check", help="the regression gate: exit 1 when RUN regressed against its baseline "
                                 "beyond the threshold and the noise")
     check.add_argument("run_id", help="the run to check")
@@ -134,7 +134,7 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
     _lake_options(check)
 
 
-def _add_history(commands: argparse._SubParsersAction) -> None:
+def _add_history(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     history = commands.add_parser("history", help="the committed versions of a run the lake keeps (snapshot, when, "
                                   "source fingerprint) and how many it expired")
     history.add_argument("run_id", help="the run whose versions to list")
@@ -142,7 +142,7 @@ def _add_history(commands: argparse._SubParsersAction) -> None:
     _lake_options(history)
 
 
-def _add_ui(commands: argparse._SubParsersAction) -> None:
+def _add_ui(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ui = commands.add_parser("ui", help="start the Dagster UI over the project's definitions")
     ui.add_argument("--lake", default=default_lake(), help="the lake the assets write (default: $TRACELAKE_LAKE, "
                     "else ./lake)")
@@ -154,7 +154,7 @@ def _add_ui(commands: argparse._SubParsersAction) -> None:
     ui.add_argument("--port", type=int, default=3000, help="port to listen on (default 3000)")
 
 
-def _add_upkeep(commands: argparse._SubParsersAction) -> None:
+def _add_upkeep(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     maintain = commands.add_parser("maintain", help="merge small files, expire old versions, sweep killed ingests' files")
     maintain.add_argument("--retention", default="0 seconds",
                           help="keep versions younger than this DuckDB interval readable (default: none)")
@@ -173,7 +173,7 @@ OPTION_HELP = ("fsspec option for s3:// and other URLs, e.g. key=..., secret=...
                "client_kwargs='{\"endpoint_url\": \"http://...\"}' (repeatable; default: the AWS_* variables)")
 
 
-def _add_browse_commands(commands: argparse._SubParsersAction) -> None:
+def _add_browse_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``runs`` and ``tables``: what a lake holds, and what each table and column means."""
     runs = commands.add_parser("runs", help="list the lake's runs: id, traces, ranks, device, when")
     runs.add_argument("--format", choices=("table", "csv", "json"), default="table", help=FORMAT_HELP)
@@ -187,7 +187,7 @@ def _add_browse_commands(commands: argparse._SubParsersAction) -> None:
                   "(default: $TRACELAKE_LAKE, else ./lake; without a lake, the documented columns)", optional=True)
 
 
-def _add_files(commands: argparse._SubParsersAction) -> None:
+def _add_files(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     files = commands.add_parser("files", help="the data files of the lake's current snapshot, one per line, from "
                                 "its catalog: what a direct Parquet reader reads to see exactly the catalog's rows")
     files.add_argument("table", nargs="?", help="a table name (kernels, step_breakdown, ...); none: every table's")
@@ -286,7 +286,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command in ("history", "maintain", "migrate"):
         from tracelake import housekeeping
 
-        return getattr(housekeeping, args.command)(args, _storage_options(args.storage_option))
+        command = {"history": housekeeping.history, "maintain": housekeeping.maintain,
+                   "migrate": housekeeping.migrate}[args.command]
+        return command(args, _storage_options(args.storage_option))
     if args.command == "demo":
         from tracelake.demo import run_demo
 

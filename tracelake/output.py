@@ -8,8 +8,9 @@ import sys
 from typing import Any
 
 import orjson
+from rich import box
 from rich.console import Console
-from rich.table import Table, box
+from rich.table import Table
 from rich.text import Text
 
 from transforms.units import format_value, plural
@@ -39,7 +40,7 @@ def _cut_to_fit(columns: list[str], cells: list[list[str]], longest: list[int], 
 
 def print_table(
     columns: list[str],
-    rows: list[tuple],
+    rows: list[tuple[Any, ...]],
     *,
     title: str | None = None,
     footer: bool = True,
@@ -74,7 +75,7 @@ def print_table(
         console.print(f"({plural(len(rows), 'row')})")
 
 
-def write_result(columns: list[str], rows: list[tuple], fmt: str, *, units: list[str] | None = None) -> None:
+def write_result(columns: list[str], rows: list[tuple[Any, ...]], fmt: str, *, units: list[str] | None = None) -> None:
     """Print a result as a human table, CSV, or a JSON array of row objects; CSV and JSON keep exact values (ns).
     ``units``: for the table, each column's unit column (:func:`print_table`)."""
     out = sys.stdout

@@ -86,7 +86,7 @@ class _Resolver:
             return None
         kind = expression.get("class")
         if kind == "COLUMN_REF":
-            name = expression["column_names"][-1]
+            name = str(expression["column_names"][-1])
             if _has_unit(name):
                 return name
             made = self.aliases.get(name)

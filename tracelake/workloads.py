@@ -68,7 +68,7 @@ def _model() -> nn.Module:
     )
 
 
-def _loader(steps: int, seed: int) -> DataLoader:
+def _loader(steps: int, seed: int) -> DataLoader[Any]:
     """``steps`` random batches, in a DataLoader so that its ``enumerate(DataLoader)`` spans appear."""
     generator = torch.Generator().manual_seed(seed)
     inputs = torch.randn(steps * _BATCH, _FEATURES, generator=generator)
@@ -77,7 +77,7 @@ def _loader(steps: int, seed: int) -> DataLoader:
 
 
 def _profiled_training(
-    model: nn.Module, loader: DataLoader, out_url: str, run_id: str,
+    model: nn.Module, loader: DataLoader[Any], out_url: str, run_id: str,
     *, before_step: StepHook | None = None, after_step: StepHook | None = None,
 ) -> None:
     """Train one epoch of ``loader`` under the profiler, one profiler step per batch."""

@@ -136,7 +136,7 @@ def _job_of(con: duckdb.DuckDBPyConnection, run_id: str, role: str) -> str:
     if row is None or row[0] is None:
         raise RunNotChecked(f"{role} {run_id!r} has no run_metrics rows (its analysis failed, or it was ingested "
                             "before run_metrics existed: ingest it again)")
-    return row[0]
+    return str(row[0])
 
 
 def scope_to_job(con: duckdb.DuckDBPyConnection, job: str, also: str | None = None) -> None:

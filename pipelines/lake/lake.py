@@ -93,7 +93,7 @@ def _literal(value: str | int | bool | list[str]) -> str:
 
 def query_catalog(
     con: duckdb.DuckDBPyConnection, template: str, **literals: str | int | bool | list[str]
-) -> list[tuple]:
+) -> list[tuple[Any, ...]]:
     """Rows of ``template`` (SQL over DuckLake's tables, each named ``{m}ducklake_…``; ``{name}`` for each of
     ``literals``, inlined as SQL literals) run by the catalog's own database: SQLite and PostgreSQL use their
     indexes, where DuckDB's scanners would read whole tables."""

@@ -15,6 +15,7 @@ import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import duckdb
 import orjson
@@ -222,7 +223,7 @@ def _sweep_staging(lake: Lake, cutoff: datetime) -> int:
     return swept
 
 
-def _modified(info: dict) -> datetime:
+def _modified(info: dict[str, Any]) -> datetime:
     """A file's last write, from fsspec's ``mtime`` (local) or ``LastModified`` (object stores)."""
     value = info.get("LastModified") or info.get("mtime")
     if isinstance(value, datetime):

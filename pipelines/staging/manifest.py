@@ -100,7 +100,8 @@ def _read(lake: Lake, url: str, what: str) -> dict[str, Any]:
         ) from exc
     if document.get("format") != FORMAT:
         raise ManifestMissing(f"{what}: {url} is a manifest of format {document.get('format')}, not {FORMAT}")
-    return document
+    manifest: dict[str, Any] = document
+    return manifest
 
 
 def write_trace_manifest(lake: Lake, version: str, staged: StagedTrace) -> None:
@@ -149,4 +150,4 @@ def read_run_manifest(lake: Lake, run_id: str, version: str) -> StagedRun:
 
 def has_run_manifest(lake: Lake, run_id: str, version: str) -> bool:
     """Whether a run was staged under ``version`` (its raw tables wait for a commit)."""
-    return lake.fs.exists(run_manifest_url(lake, run_id, version))
+    return bool(lake.fs.exists(run_manifest_url(lake, run_id, version)))

@@ -319,7 +319,8 @@ def _facts(t: _Tables, run_id: str) -> _Facts:
     def count(table: str, where: str = "true") -> int:
         if not t.has(table):
             return 0
-        return t.rows(f"select count(*) as n from {table} where run_id = $run_id and {where}", run_id=run_id)[0]["n"]
+        rows = t.rows(f"select count(*) as n from {table} where run_id = $run_id and {where}", run_id=run_id)
+        return int(rows[0]["n"])
 
     quality = {r["code"]: r["message"] for r in t.rows(
         "select code, any_value(message) as message from quality_issues where run_id = $run_id group by code",
