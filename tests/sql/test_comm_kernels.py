@@ -23,7 +23,7 @@ DEEPEP = "void dpsk::ep::internode::combine<bf16, 8, 4>(void*, int const*, int, 
 
 def _derived(out: Path, name: str, keep_args: bool) -> int:
     """The NCCL trace with its NCCL kernels named ``name`` (their collective args kept or dropped); how many."""
-    trace = json.loads(gzip.open(TRACE).read())
+    trace = json.loads(gzip.decompress(TRACE.read_bytes()))
     renamed = 0
     for event in trace["traceEvents"]:
         if event.get("cat") == "kernel" and event["name"].startswith("ncclKernel_"):
