@@ -22,6 +22,8 @@ means the event was kept, with what could not be read set to null.
 | ``negative_ts`` / ``negative_dur`` | warning | ``ts`` / ``dur`` below zero, kept as written |
 | ``negative_bytes`` | warning | a ``[memory]`` event's ``Total Allocated``/``Total Reserved`` is below zero (a negative ``Bytes`` is a free, and fine) |
 | ``overlapping_events`` | warning | a complete (``X``) event starts inside another on its thread or stream and ends after it: kept as written; Perfetto drops it |
+| ``no_device_activity`` | warning | kernel launches (``cudaLaunchKernel``, ``hipLaunchKernel``, graph launches, ...) recorded but no device events (kernel, memcpy, memset): the profiler saw no GPU activity (CUPTI/roctracer activity not recorded); the count is the launches |
+| ``degenerate_external_ids`` | warning | every runtime call's ``External id`` equals its correlation id (PyTorch ~1.13): it names no op, so GPU activities are linked to ops by the launch's time and thread (``int_launch_ops``); the count is the calls |
 | ``memory_totals_missing`` | warning | a ``[memory]`` event has no ``Total Allocated`` or ``Total Reserved`` (the 2021 format): no allocator curve, only the change since the trace began |
 
 ``NaN`` in ``args`` is read as DuckDB reads it (NaN for a DOUBLE key, null for an integer one),
@@ -62,6 +64,20 @@ CODES: dict[str, tuple[str, str]] = {
             " nested): kept as written; Perfetto's trace viewer drops them"
         ),
     ),
+    "no_device_activity": (
+        "warning",
+        (
+            "kernel launches recorded but no device events: the profiler saw no GPU activity (CUDA/HIP activity"
+            " was not recorded), so device time, GPU utilization and kernel tables are empty, not zero"
+        ),
+    ),
+    "degenerate_external_ids": (
+        "warning",
+        (
+            "runtime calls carry their correlation id as External id (PyTorch ~1.13): it names no op, so GPU"
+            " activities were linked to ops by the launch's time and thread, as HTA links them"
+        ),
+    ),
     "memory_totals_missing": (
         "warning",
         (
@@ -91,6 +107,16 @@ MEMORY_CHECKS: dict[str, str] = {
     "negative_bytes": "total_allocated_bytes < 0 or total_reserved_bytes < 0",
     "memory_totals_missing": "total_allocated_bytes is null or total_reserved_bytes is null",
 }
+
+LAUNCH_CHECKS = (
+    "select count(*) filter (where regexp_matches(name, '(Launch.*Kernel|GraphLaunch)')"
+    " or starts_with(name, 'runFunction')),"
+    " if(bool_and(external_id = correlation) filter (where correlation is not null and external_id is not null),"
+    " count(*) filter (where correlation is not null and external_id is not null), 0)"
+    " from {runtime_calls}"
+)
+"""Over the ``runtime_calls`` table's file: the kernel launches (``no_device_activity`` where the trace has no device
+events), and the calls with both ids where every one has them equal (``degenerate_external_ids``)."""
 
 
 SPANS = (

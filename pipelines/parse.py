@@ -25,6 +25,7 @@ from pipelines.checks import (
     CHUNK_CHECKS,
     CODES,
     DROPPED_CODES,
+    LAUNCH_CHECKS,
     MEMORY_CHECKS,
     SPAN_BATCH_ROWS,
     SPANS,
@@ -388,6 +389,18 @@ class _EventLoader:
             self.counts["overlapping_events"] += overlapping_events(
                 tuple(column.to_numpy() for column in batch.columns) for batch in spans)
         self.counts.update(dict(zip(MEMORY_CHECKS, found, strict=True)))
+        self._check_launches(parsed)
+
+    def _check_launches(self, parsed: ParsedTrace) -> None:
+        """``no_device_activity`` and ``degenerate_external_ids`` over the written runtime and device tables."""
+        runtime_calls = sql_path(parsed.table_files["runtime_calls"])
+        device = " + ".join(f"(select count(*) from {sql_path(parsed.table_files[t])})"
+                            for t in ("kernels", "gpu_memcpy", "gpu_memset"))
+        with self._con.cursor() as cur:
+            launches, degenerate = one(cur.execute(LAUNCH_CHECKS.format(runtime_calls=runtime_calls)))
+            device_events = one(cur.execute(f"select {device}"))[0]
+        self.counts["no_device_activity"] += launches if device_events == 0 else 0
+        self.counts["degenerate_external_ids"] += degenerate
 
 
 def _trace_issue(trace: TraceFile, severity: str, code: str, message: str, count: int = 1) -> QualityIssue:

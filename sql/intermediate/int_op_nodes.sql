@@ -13,7 +13,9 @@
 -- Figures: self CPU = duration − the parts of its direct children inside it; self device = duration of the GPU
 -- activities (kernels, memcpy, memset) the node launched itself; total device and kernel_count add those (and
 -- the kernels among them) of its whole subtree. A GPU activity's launcher is the node whose
--- External id is that of the runtime call with the activity's correlation (else the activity's own External id).
+-- External id is that of the runtime call with the activity's correlation, else (PyTorch ~1.13 traces, whose calls
+-- carry their correlation id as External id) the innermost node holding that call on its thread, as HTA links them
+-- (int_op_tree_ranges, int_launch_ops), else the activity's own External id.
 -- Nodes without an External id (nn.Module ranges of the tb_plugin tree) launch nothing themselves.
 -- Read by every model that needs the trees: op_stats, op_stats_by_shape, source_stats, annotation_stats,
 -- module_stats, op_perf, memory_by_op, kernel_sequences, int_op_source_frames and int_memory_records.

@@ -60,16 +60,11 @@ located as (
 tree_nodes as not materialized (
     select 'torch' as tree, pid || '/' || tid as thread_key, *
     from located
-    where kind != 'module'
+    where in_torch_tree
     union all
     select 'tb_plugin' as tree, tid as thread_key, *
     from located
-    where kind in ('op', 'module')
-        or name like 'ProfilerStep#%'
-        or name in (
-            'nccl:broadcast', 'nccl:reduce', 'nccl:all_reduce', 'nccl:all_gather', 'nccl:reduce_scatter',
-            'gloo:broadcast', 'gloo:reduce', 'gloo:all_reduce', 'gloo:all_gather', 'gloo:reduce_scatter'
-        )
+    where in_tb_plugin_tree
 ),
 
 -- Integers per (tree, trace, thread) and per name: the trees are built on integers (their lists carry no strings).
@@ -78,21 +73,65 @@ threads as materialized (
     from (select distinct tree, trace_id, thread_key from tree_nodes)
 ),
 
-runtime_external_ids as (
-    select trace_id, correlation, any_value(external_id) as external_id
+-- A GPU activity's launcher: the range of the tree that its runtime call (the call with the activity's correlation)
+-- names by External id, as torch links them (FunctionEvent's device time), where the trace's External ids name ops;
+-- else the innermost range holding the call on its thread (int_launch_ops: HTA's link, the one that holds on PyTorch
+-- ~1.13 traces, whose runtime calls carry their correlation id as External id: int_degenerate_ids); an activity
+-- without a runtime call is its own External id's (a trace without runtime events).
+calls as (
+    select
+        runtime_calls.trace_id,
+        runtime_calls.correlation,
+        any_value(runtime_calls.external_id) filter (where degenerate.trace_id is null) as external_id
     from runtime_calls
-    where correlation is not null
+    left join int_degenerate_ids as degenerate using (trace_id)
+    where runtime_calls.correlation is not null
     group by all
+),
+
+named_launchers as (
+    select holders.tree, calls.trace_id, calls.correlation, min(holders.event_idx) as event_idx
+    from calls
+    join int_launch_holders as holders using (trace_id, external_id)
+    group by all
+),
+
+activity_launchers as (
+    select
+        trees.tree,
+        activity.trace_id,
+        activity.dur_ns,
+        activity.source_table,
+        coalesce(named.event_idx, held.event_idx, own_id.event_idx) as event_idx
+    from int_kernels_classified as activity
+    cross join (select distinct tree from threads) as trees
+    left join calls
+        on calls.trace_id = activity.trace_id
+        and calls.correlation = activity.correlation
+    left join named_launchers as named
+        on named.tree = trees.tree
+        and named.trace_id = activity.trace_id
+        and named.correlation = activity.correlation
+    left join int_launch_ops as held
+        on held.tree = trees.tree
+        and held.trace_id = activity.trace_id
+        and held.correlation = activity.correlation
+    left join int_launch_holders as own_id
+        on calls.trace_id is null
+        and own_id.tree = trees.tree
+        and own_id.trace_id = activity.trace_id
+        and own_id.external_id = activity.external_id
 ),
 
 launched as (
     select
-        activity.trace_id,
-        coalesce(runtime.external_id, activity.external_id) as external_id,
-        sum(activity.dur_ns)::bigint as device_ns,
-        count(*) filter (where activity.source_table = 'kernels') as kernel_count
-    from int_kernels_classified as activity
-    left join runtime_external_ids as runtime using (trace_id, correlation)
+        tree,
+        trace_id,
+        event_idx,
+        sum(dur_ns)::bigint as device_ns,
+        count(*) filter (where source_table = 'kernels') as kernel_count
+    from activity_launchers
+    where event_idx is not null
     group by all
 ),
 
@@ -110,9 +149,7 @@ nodes as materialized (
         coalesce(launched.kernel_count, 0) as kernel_count
     from tree_nodes
     join threads using (tree, trace_id, thread_key)
-    left join launched
-        on launched.trace_id = tree_nodes.trace_id
-        and launched.external_id = tree_nodes.external_id
+    left join launched using (tree, trace_id, event_idx)
 ),
 
 thread_stretches as (

@@ -6,6 +6,9 @@
 -- External id is its own) are computation to it.
 -- 0.4.3 only knows the legacy category `Runtime` (not cuda_runtime), and drops every user_annotation except
 -- ProfilerStep#N and the communication names; both follow from its EventTypeMap / create_trace_event.
+-- Deliberate difference: recent PyTorch records the DataLoader (enumerate(DataLoader)#...__next__) as a
+-- user_annotation, which 0.4.3 drops, leaving the loader's time to Other; it is DataLoader time here, as when it is
+-- a cpu_op.
 -- grain: run_id, trace_id, role, event_idx
 -- source: torch-tb-profiler 0.4.3 event_parser.py StepParser._parse_step, trace.py EventTypeMap; ANCHORS.md §3.4
 with
@@ -36,19 +39,25 @@ gpu_kernels as (
     where kernels.source_table = 'kernels' and lower(kernels.cat) = 'kernel'
 ),
 
+-- cpu ops, and the DataLoader's user annotations: recent PyTorch records enumerate(DataLoader)#...__next__ as a
+-- user_annotation, which 0.4.3 drops (a deliberate difference: the loader's time is DataLoader time, as when it is
+-- an op, rather than the step's idle "Other" time).
 host_ops as (
     select
-        run_id,
-        trace_id,
-        rank,
-        event_idx,
-        ts_ns,
-        end_ns,
+        *,
         (name like 'enumerate(DataLoader)#%' and name like '%.__next__') or name like 'enumerate(DataPipe)#%'
             as is_dataloader
-    from cpu_ops
-    anti join comm_ops using (run_id, trace_id, event_idx)
-    where not starts_with(cpu_ops.name, 'ProfilerStep#')
+    from (
+        select run_id, trace_id, rank, event_idx, name, ts_ns, end_ns, false as is_annotation
+        from cpu_ops
+        anti join comm_ops using (run_id, trace_id, event_idx)
+        where not starts_with(cpu_ops.name, 'ProfilerStep#')
+        union all
+        select run_id, trace_id, rank, event_idx, name, ts_ns, end_ns, true
+        from annotations
+        where not coalesce(on_device, false)
+    )
+    where not is_annotation or is_dataloader
 )
 
 select run_id, trace_id, rank, case when is_comm then 3 else 0 end as role, event_idx, ts_ns as start_ns, end_ns

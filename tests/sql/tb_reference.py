@@ -18,6 +18,7 @@ from pathlib import Path
 
 from torch_tb_profiler import consts
 from torch_tb_profiler.profiler import data as tb_data
+from torch_tb_profiler.profiler import trace as tb_trace
 from torch_tb_profiler.profiler.data import DistributedRunProfileData, RunProfileData
 from torch_tb_profiler.profiler.event_parser import ProfileRole
 from torch_tb_profiler.profiler.loader import RunLoader
@@ -36,6 +37,10 @@ class _RecordingEventParser(tb_data.EventParser):
     record_param_comms (their own External id) or ROCm kernels (none) were computation to it. Here a kernel that
     HTA's get_kernel_type calls COMMUNICATION (``^nccl.*Kernel``) takes the Communication role in the step partition,
     as the marts do; every other role, and the communication nodes, stay tb_plugin's.
+
+    A second: recent PyTorch records the DataLoader (``enumerate(DataLoader)#...__next__``) as a user_annotation,
+    which tb_plugin's create_trace_event drops before its step parser (which would count it as DataLoader) sees it;
+    here those annotations reach the step parser (and nothing else), as in int_tb_role_ranges.
     """
 
     def __init__(self) -> None:
@@ -50,12 +55,31 @@ class _RecordingEventParser(tb_data.EventParser):
             return
         super()._parse_step(event, comm_nodes)
 
+    def parse_steps(self, events, comm_nodes) -> None:  # noqa: ANN001 (tb_plugin's types)
+        loaders = [tb_trace.OperatorEvent(EventTypes.USER_ANNOTATION, raw) for raw in _loader_annotations]
+        super().parse_steps([*events, *loaders], comm_nodes)
 
+
+_loader_annotations: list[dict] = []
+_create_trace_event = tb_trace.create_trace_event
+
+
+def _recording_create_trace_event(event, is_pytorch_lightning):  # noqa: ANN001, ANN202 (tb_plugin's types)
+    name = event.get("name") or ""
+    if (str(event.get("cat")).lower() == "user_annotation"
+            and ((name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"))
+                 or name.startswith("enumerate(DataPipe)#"))):
+        _loader_annotations.append(event)
+    return _create_trace_event(event, is_pytorch_lightning)
+
+
+tb_trace.create_trace_event = _recording_create_trace_event  # create_event looks it up in its module at call time
 tb_data.EventParser = _RecordingEventParser  # data.py looks the class up in its module at call time
 
 
 def _figures(path: str) -> tuple[dict, DistributedRunProfileData | None]:
     _parsers.clear()
+    _loader_annotations.clear()
     try:
         profile = RunProfileData.parse(Path(path).name, None, path, "/tmp")
     except Exception as exc:  # tb_plugin fails on some inputs; the tests skip those

@@ -50,7 +50,7 @@ def test_each_model_is_kept_until_its_readers_have_run() -> None:
         reads = set(MODELS[name].deps) | (set(MODELS[view].deps) if view in MODELS[name].deps else set())
         for dep in reads & set(MODELS):
             assert name in read_by[dep], (dep, name)
-    assert read_by["int_host_ranges"] == {"int_op_tree_ranges", "int_op_nodes"}
+    assert read_by["int_host_ranges"] == {"int_op_tree_ranges", "int_op_nodes", "int_launch_holders"}
 
 
 def test_longest_chains_start_first() -> None:
@@ -81,7 +81,8 @@ def test_every_mart_declares_the_contract_grain() -> None:
 def test_dependencies_come_from_the_sql_and_exclude_ctes() -> None:
     # int_op_tree_ranges reads its ranges through CTEs (tree_nodes, threads, launched, ...) that are not tables
     assert MODELS["int_op_tree_ranges"].deps == {
-        "int_host_ranges", "runtime_calls", "int_kernels_classified", "int_step_buckets"}
+        "int_host_ranges", "runtime_calls", "int_kernels_classified", "int_step_buckets", "int_degenerate_ids",
+        "int_launch_holders", "int_launch_ops"}
     # unions, subqueries and joins count too
     assert MODELS["int_host_ranges"].deps == {"cpu_ops", "annotations", "python_functions"}
     assert MODELS["memory_by_op"].deps == {"int_memory_records", "int_op_nodes"}
