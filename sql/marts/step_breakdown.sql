@@ -7,6 +7,7 @@
 -- grain: run_id, rank, step, trace_id
 -- differs: torch-tb-profiler: without ProfilerStep#N the steps are found from the trace (repeated top-level annotations, graph launches, else the whole trace: step_rule) and each reaches the device work its launches queued; tb_plugin's one step is the host ops' span, so the kernels that run after it fall outside (near 0 % GPU on a saturated inference trace).
 -- differs: torch-tb-profiler: a kernel HTA calls communication (NCCL/RCCL) is Communication whatever op launched it; tb_plugin counts it so only when its External id is a nccl:*/gloo:* op's, so NCCL kernels of record_param_comms and ROCm's were computation to it.
+-- differs: torch-tb-profiler: the DataLoader recorded as a user_annotation (enumerate(DataLoader)#...__next__, recent PyTorch) is DataLoader time, as when it is a cpu_op; tb_plugin 0.4.3 drops the annotation.
 -- differs: torch-tb-profiler: tb_plugin reads each file alone; of traces claiming one rank over overlapping windows only the one with the most events is analysed (traces.in_analysis), and a trace of kernels and runtimes alone gets a step spanning them where tb_plugin reports a negative total.
 -- source: torch-tb-profiler 0.4.3 Overview "Step Time Breakdown" (overall_parser.py create_from_range); ANCHORS.md §3.4
 -- column: kernel_ns: step time whose top activity was kernel
