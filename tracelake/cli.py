@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from pipelines.settings import CATALOG, MEMORY_LIMIT
+from pipelines.settings import CATALOG, MEMORY_LIMIT, RETENTION
 
 
 def _storage_options(values: list[str]) -> dict[str, Any] | None:
@@ -65,8 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     _lake_options(history)
 
     maintain = commands.add_parser("maintain", help="merge small files, expire old versions, sweep killed ingests' files")
-    maintain.add_argument("--retention", default="0 seconds",
-                          help="keep versions younger than this DuckDB interval readable (default: none)")
+    maintain.add_argument("--retention", default=None,
+                          help="keep versions replaced less than this DuckDB interval ago readable "
+                               f"(default: TRACELAKE_RETENTION, else {RETENTION.default})")
     maintain.add_argument("--leftover-age", default="1 day",
                           help="staged and orphaned files older than this are deleted (default 1 day)")
     _lake_options(maintain)

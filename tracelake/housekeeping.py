@@ -9,6 +9,7 @@ from pipelines.lake.lake import Lake
 from pipelines.lake.maintenance import maintain as maintain_lake
 from pipelines.lake.maintenance import run_history
 from pipelines.lake.migrate import migrate_manifests
+from pipelines.settings import RETENTION
 from tracelake.output import write_result
 
 
@@ -27,7 +28,7 @@ def history(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
 
 def maintain(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
     """Run one maintenance pass and say what it did."""
-    report = maintain_lake(Lake(args.lake, options, args.catalog), retention=args.retention,
+    report = maintain_lake(Lake(args.lake, options, args.catalog), retention=args.retention or RETENTION.text(),
                            leftover_age=args.leftover_age)
     print(f"merged {report.files_merged} groups of small files; deleted {report.orphans_deleted} orphaned data "
           f"files and {report.staging_swept} abandoned staged versions")

@@ -261,16 +261,18 @@ def _replace_in_transaction(
     return adopted
 
 
-def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seconds") -> None:
-    """Forget snapshots older than ``retention`` and delete the files only they used.
+def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str) -> None:
+    """Forget the snapshots that a newer one replaced more than ``retention`` ago, and delete the files only they
+    used: a reader that started on a version within the retention finishes on it (the replaced files have left the
+    tables' folders already: :mod:`pipelines.lake.retire`).
 
-    With no retention (the default) a direct Parquet glob over the lake sees exactly the current version.
     Several writers may expire at once; one that loses the race leaves the work to the next commit.
     """
-    # The snapshots are chosen here: the extension's own older_than compares times wrongly on a SQLite catalog.
+    # Timed by the snapshot that replaced each, not its own: a version current for a week is read until its
+    # replacement lands. Chosen here: the extension's own older_than compares times wrongly on a SQLite catalog.
     (expired,) = one(con.execute(
-        f"select list(snapshot_id) from {ALIAS}.snapshots() "
-        f"where snapshot_time < now() - $retention::interval and snapshot_id < (select max(snapshot_id) from {ALIAS}.snapshots())",
+        f"select list(snapshot_id) from (select snapshot_id, lead(snapshot_time) over (order by snapshot_id) as "
+        f"replaced_at from {ALIAS}.snapshots()) where replaced_at < now() - $retention::interval",
         {"retention": retention},
     ))
     try:

@@ -21,6 +21,7 @@ import orjson
 
 from pipelines.lake.commit import expire_old_versions, lake_tables
 from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
+from pipelines.lake.retire import retire_replaced_files
 from pipelines.rows import one
 from pipelines.staging.area import STAGING
 
@@ -68,12 +69,14 @@ class MaintenanceReport:
     """Files no snapshot names but older than the catalog: another catalog's, kept."""
 
 
-def maintain(lake: Lake, *, retention: str = "0 seconds", leftover_age: str = LEFTOVER_AGE) -> MaintenanceReport:
-    """Merge small files, expire versions older than ``retention`` and delete their files, then delete data files
+def maintain(lake: Lake, *, retention: str, leftover_age: str = LEFTOVER_AGE) -> MaintenanceReport:
+    """Merge small files (the merged ones leave the tables' folders: :mod:`pipelines.lake.retire`), expire versions
+    replaced more than ``retention`` ago (:data:`pipelines.settings.RETENTION`) and delete their files, then delete data files
     and staged versions that no commit names and that are older than ``leftover_age`` (killed ingests), but never a
     file older than the catalog."""
     with lake.connect() as con, lake.writer_turn():
         merged = con.execute(f"call ducklake_merge_adjacent_files('{ALIAS}')").fetchall()
+        retire_replaced_files(lake, con)
         expire_old_versions(con, retention)
         cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
         # Listed, not deleted, by DuckLake: every file under the data path that its catalog does not name.
