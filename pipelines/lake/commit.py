@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import duckdb
 import orjson
 
-from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog
+from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog, run_partition
 from pipelines.retry import retrying
 from pipelines.rows import one, sql_path
+from pipelines.staging.area import staging_url
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +265,7 @@ def _replace_in_transaction(
 def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str) -> None:
     """Forget the snapshots that a newer one replaced more than ``retention`` ago, and delete the files only they
     used: a reader that started on a version within the retention finishes on it (the replaced files have left the
-    tables' folders already: :mod:`pipelines.lake.retire`).
+    tables' folders already: :mod:`pipelines.lake.settle`).
 
     Several writers may expire at once; one that loses the race leaves the work to the next commit.
     """
@@ -286,14 +287,15 @@ def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str) -> None:
 
 
 def place_for_commit(lake: Lake, run_id: str, version: str, files: dict[str, list[str]]) -> dict[str, list[str]]:
-    """``layer.table`` → the run's staged files of the table (``files``, keyed alike), put where the lake keeps the
-    run's files of the table (:meth:`Lake.run_folder`) for the commit to adopt as they are: linked on a local disk,
-    copied inside an object store. The catalog knows them only once the commit lands; :func:`remove_files` takes
-    back those it did not adopt."""
+    """``layer.table`` → the run's staged files of the table (``files``, keyed alike), put in the version's staging
+    folder under ``commit/<layer>/<table>/run_id=<run>/`` (linked on a local disk, copied inside an object store),
+    where the commit adopts them as they are (DuckLake reads the run from that folder's name) and no direct reader
+    looks: :func:`pipelines.lake.settle.settle_files` moves the adopted ones into their tables' folders once the
+    commit has landed. :func:`remove_files` takes back those it did not adopt."""
     placed: dict[str, list[str]] = defaultdict(list)
     for qualified, urls in files.items():
         layer, table = qualified.split(".")
-        folder = lake.run_folder(layer, table, run_id)
+        folder = posixpath.join(staging_url(lake, run_id, version), "commit", layer, table, run_partition(run_id))
         for url in urls:
             target = posixpath.join(folder, f"tracelake-{version}-{posixpath.basename(url)}")
             if lake.local:

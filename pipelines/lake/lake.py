@@ -340,7 +340,7 @@ class Lake:
             options.append("override_data_path true")
         if read_only and self.catalog.kind == "postgres":
             # Each catalog read sees the catalog as it is, as a SQLite catalog's readers do: a file that a commit
-            # moved out of its table's folder (pipelines.lake.retire) is read where it went. In the scanner's
+            # moved (pipelines.lake.settle) is read where it went. In the scanner's
             # default (REPEATABLE READ) a reader kept the paths of its first read and failed to open the moved file.
             options.append("meta_isolation_level 'READ COMMITTED'")
         if not read_only and self.catalog.kind == "sqlite":

@@ -21,9 +21,10 @@ import orjson
 
 from pipelines.lake.commit import expire_old_versions, lake_tables
 from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
-from pipelines.lake.retire import retire_replaced_files
+from pipelines.lake.settle import settle_files
 from pipelines.rows import one
-from pipelines.staging.area import STAGING
+from pipelines.staging.area import STAGING, remove_if_empty
+from pipelines.staging.lease import LEASE, lease_is_dead
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +71,13 @@ class MaintenanceReport:
 
 
 def maintain(lake: Lake, *, retention: str, leftover_age: str = LEFTOVER_AGE) -> MaintenanceReport:
-    """Merge small files (the merged ones leave the tables' folders: :mod:`pipelines.lake.retire`), expire versions
+    """Merge small files (the merged ones leave the tables' folders: :mod:`pipelines.lake.settle`), expire versions
     replaced more than ``retention`` ago (:data:`pipelines.settings.RETENTION`) and delete their files, then delete data files
     and staged versions that no commit names and that are older than ``leftover_age`` (killed ingests), but never a
     file older than the catalog."""
     with lake.connect() as con, lake.writer_turn():
         merged = con.execute(f"call ducklake_merge_adjacent_files('{ALIAS}')").fetchall()
-        retire_replaced_files(lake, con)
+        settle_files(lake, con)
         expire_old_versions(con, retention)
         cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
         # Listed, not deleted, by DuckLake: every file under the data path that its catalog does not name.
@@ -85,11 +86,12 @@ def maintain(lake: Lake, *, retention: str, leftover_age: str = LEFTOVER_AGE) ->
         staging = lake.url_of(STAGING) + "/"
         orphans, kept = _provable_leftovers(lake, con, [path for path in listed if not path.startswith(staging)],
                                             cutoff)
+        swept = sweep_staging(lake, con, cutoff)
     _remove(lake, orphans)
     if kept:
         log.warning("kept %d unreferenced data files older than the catalog of %s (e.g. %s): they are not its own",
                     len(kept), lake.url, kept[0])
-    return MaintenanceReport(len(merged), len(orphans), _sweep_staging(lake, cutoff), len(kept))
+    return MaintenanceReport(len(merged), len(orphans), swept, len(kept))
 
 
 def catalog_created(con: duckdb.DuckDBPyConnection) -> datetime | None:
@@ -209,8 +211,11 @@ def _files_in(lake: Lake, folder: str) -> list[str]:
     return [lake.url_of(posixpath.relpath(entry["name"], lake.root)) for entry in entries if entry["type"] == "file"]
 
 
-def _sweep_staging(lake: Lake, cutoff: datetime) -> int:
-    """Delete staged versions last written before ``cutoff``: ingests that were killed before their commit."""
+def sweep_staging(lake: Lake, con: duckdb.DuckDBPyConnection, cutoff: datetime) -> int:
+    """Delete the staged versions of ingests that are gone: a version whose lease is free or stale
+    (:mod:`pipelines.staging.lease`), or one without a lease last written before ``cutoff``; never one whose files
+    the catalog names (committed, still to be settled). Returns how many. ``con``: a writer's connection, after
+    :func:`pipelines.lake.settle.settle_files`."""
     root = posixpath.join(lake.root, STAGING)
     if not lake.fs.exists(root):
         return 0
@@ -218,11 +223,34 @@ def _sweep_staging(lake: Lake, cutoff: datetime) -> int:
     for run_folder in lake.fs.ls(root, detail=False, refresh=True):
         for version in lake.fs.ls(run_folder, detail=False, refresh=True):
             files = lake.fs.find(version, detail=True)
-            newest = max((_modified(info) for info in files.values()), default=None)
-            if newest is None or newest < cutoff:
-                lake.fs.rm(version, recursive=True)
+            lease = files.get(posixpath.join(version, LEASE))
+            dead = lease_is_dead(lake, version, _modified(lease) if lease else None)
+            if dead is None:
+                newest = max((_modified(info) for info in files.values()), default=None)
+                dead = newest is None or newest < cutoff
+            if dead and not _names_staged(con, lake.url_of(posixpath.relpath(version, lake.root))):
+                with contextlib.suppress(FileNotFoundError):
+                    lake.fs.rm(version, recursive=True)
+                remove_if_empty(lake, run_folder)
                 swept += 1
     return swept
+
+
+def sweep_dead_ingests(lake: Lake, con: duckdb.DuckDBPyConnection) -> int:
+    """:func:`sweep_staging` after a commit (whatever the run): never raises, the commit has landed."""
+    try:
+        cutoff = one(con.execute("select now() - $age::interval", {"age": LEFTOVER_AGE}))[0]
+        return sweep_staging(lake, con, cutoff)
+    except (OSError, duckdb.Error) as exc:
+        log.warning("staged versions of killed ingests not swept: %s: %s", type(exc).__name__, exc)
+        return 0
+
+
+def _names_staged(con: duckdb.DuckDBPyConnection, version_url: str) -> bool:
+    """Whether the catalog names a file in a staged version (adopted by a commit, not yet moved)."""
+    rows = query_catalog(con, "select count(*) from {m}ducklake_data_file where not path_is_relative "
+                              "and path like {prefix}", prefix=version_url.rstrip("/") + "/%")
+    return int(rows[0][0]) > 0
 
 
 def _modified(info: dict) -> datetime:

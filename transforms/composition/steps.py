@@ -22,8 +22,8 @@ from pipelines.cores import available_cores
 from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
 from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.lake import ALIAS, Lake
-from pipelines.lake.maintenance import remove_run_leftovers
-from pipelines.lake.retire import retire_replaced_files
+from pipelines.lake.maintenance import remove_run_leftovers, sweep_dead_ingests
+from pipelines.lake.settle import settle_files
 from pipelines.memory import MemoryShares
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import PARQUET_FORMAT, one, rows_query, sql_path
@@ -207,10 +207,11 @@ def commit_run(
         with lake.connect() as con, lake.writer_turn():
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
-            retire_replaced_files(lake, con, run_id)
+            settle_files(lake, con)
             expire_old_versions(con, retention or RETENTION.text())
             store_fleet_views(con, ALIAS)  # the lake's first commit made the tables they read
             remove_run_leftovers(lake, con, run_id)
+            sweep_dead_ingests(lake, con)
     finally:
         discard_staging(lake, run_id, built.version)
     return CommittedRun(staged, built, commit)
