@@ -175,7 +175,7 @@ def replace_run(
     built_on: int | None = None,
 ) -> RunCommit:
     """Make ``sources`` (``layer.table`` → a SELECT of the run's rows, without ``run_id``) and ``files``
-    (``layer.table`` → Parquet files of the run's rows with ``run_id``, in :meth:`Lake.run_folder`) the
+    (``layer.table`` → Parquet files of the run's rows with ``run_id``, in a ``run_id=`` folder: :func:`place_for_commit`) the
     run's contents.
 
     A table's files are adopted as they are (``RunCommit.adopted``; empty ones are not), unless a column's type

@@ -21,7 +21,7 @@ import orjson
 
 from pipelines.lake.commit import expire_old_versions, lake_tables
 from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
-from pipelines.lake.settle import settle_files
+from pipelines.lake.settle import half_moved, settle_files
 from pipelines.rows import one
 from pipelines.staging.area import STAGING, remove_if_empty
 from pipelines.staging.lease import LEASE, lease_is_dead
@@ -84,8 +84,9 @@ def maintain(lake: Lake, *, retention: str, leftover_age: str = LEFTOVER_AGE) ->
         listed = [row[0] for row in con.execute(
             f"select path from ducklake_delete_orphaned_files('{ALIAS}', dry_run => true)").fetchall()]
         staging = lake.url_of(STAGING) + "/"
-        orphans, kept = _provable_leftovers(lake, con, [path for path in listed if not path.startswith(staging)],
-                                            cutoff)
+        unnamed = [path for path in listed if not path.startswith(staging)]
+        orphans, kept = _provable_leftovers(lake, con, unnamed, cutoff)
+        orphans = sorted(set(orphans) | set(half_moved(lake, con, unnamed)))
         swept = sweep_staging(lake, con, cutoff)
     _remove(lake, orphans)
     if kept:
@@ -172,12 +173,13 @@ def remove_run_leftovers(
     lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, *, leftover_age: str = LEFTOVER_AGE
 ) -> int:
     """Delete the files in ``run_id``'s folders of every table that the catalog does not name, older than
-    ``leftover_age`` and younger than the catalog: files a killed ingest of the run placed for a commit that never
-    landed. Returns how many. ``con``: a writer's connection (:meth:`Lake.connect`), after the run's commit.
+    ``leftover_age`` and younger than the catalog (files an earlier tracelake placed there for a commit killed
+    before it landed), and those a killed move left (:func:`pipelines.lake.settle.half_moved`). Returns how many.
+    ``con``: a writer's connection (:meth:`Lake.connect`), after the run's commit.
 
-    Safe beside other ingests of the run: a file placed for a commit still to come is younger than the leftover
-    age (it is a link to a file staged by that ingest, which keeps its time of writing). Never raises: the commit
-    has landed, and what is left here goes with the next ingest of the run or ``tracelake maintain``."""
+    Safe beside other ingests of the run: a file DuckLake writes there for a commit still to come is younger than
+    the leftover age. Never raises: the commit has landed, and what is left here goes with the next ingest of the
+    run or ``tracelake maintain``."""
     try:
         return _remove_run_leftovers(lake, con, run_id, leftover_age)
     except (OSError, duckdb.Error) as exc:  # housekeeping after a landed commit: say so, never fail the ingest
@@ -198,6 +200,7 @@ def _remove_run_leftovers(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: st
         return 0
     cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
     leftovers, _ = _provable_leftovers(lake, con, unnamed, cutoff)
+    leftovers = sorted(set(leftovers) | set(half_moved(lake, con, unnamed)))
     _remove(lake, leftovers)
     return len(leftovers)
 

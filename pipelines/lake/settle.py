@@ -159,3 +159,12 @@ def settle_files(lake: Lake, con: duckdb.DuckDBPyConnection) -> int:
     except (OSError, duckdb.Error) as exc:
         log.warning("files of %s not settled in their folders: %s: %s", lake.url, type(exc).__name__, exc)
         return 0
+
+
+def half_moved(lake: Lake, con: duckdb.DuckDBPyConnection, unnamed: list[str]) -> list[str]:
+    """Of ``unnamed`` (files in the tables' folders that the catalog does not name): those whose move to
+    :data:`EXPIRED` was killed after the catalog took the new place, so that only their removal is left (whatever
+    their age: a concurrent commit's own files never have a twin there)."""
+    (data_path,) = one(con.execute(f"select data_path from ducklake_settings('{ALIAS}')"))
+    return [path for path in unnamed if path.startswith(data_path) and _in_table_folder(path[len(data_path):])
+            and lake.fs.exists(data_path + posixpath.join(EXPIRED, path[len(data_path):]))]
