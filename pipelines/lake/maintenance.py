@@ -23,7 +23,7 @@ from pipelines.lake.commit import expire_old_versions, lake_tables
 from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
 from pipelines.lake.settle import half_moved, settle_files
 from pipelines.rows import one
-from pipelines.staging.area import STAGING, remove_if_empty
+from pipelines.staging.area import SETTLED, STAGING, remove_if_empty
 from pipelines.staging.lease import LEASE, lease_is_dead
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,8 @@ def maintain(lake: Lake, *, retention: str, leftover_age: str = LEFTOVER_AGE) ->
         unnamed = [path for path in listed if not path.startswith(staging)]
         orphans, kept = _provable_leftovers(lake, con, unnamed, cutoff)
         orphans = sorted(set(orphans) | set(half_moved(lake, con, unnamed)))
-        swept = sweep_staging(lake, con, cutoff)
+        settled_cutoff = one(con.execute("select now() - $retention::interval", {"retention": retention}))[0]
+        swept = sweep_staging(lake, con, cutoff, settled_cutoff)
     _remove(lake, orphans)
     if kept:
         log.warning("kept %d unreferenced data files older than the catalog of %s (e.g. %s): they are not its own",
@@ -214,11 +215,12 @@ def _files_in(lake: Lake, folder: str) -> list[str]:
     return [lake.url_of(posixpath.relpath(entry["name"], lake.root)) for entry in entries if entry["type"] == "file"]
 
 
-def sweep_staging(lake: Lake, con: duckdb.DuckDBPyConnection, cutoff: datetime) -> int:
+def sweep_staging(lake: Lake, con: duckdb.DuckDBPyConnection, cutoff: datetime, settled_cutoff: datetime) -> int:
     """Delete the staged versions of ingests that are gone: a version whose lease is free or stale
-    (:mod:`pipelines.staging.lease`), or one without a lease last written before ``cutoff``; never one whose files
-    the catalog names (committed, still to be settled). Returns how many. ``con``: a writer's connection, after
-    :func:`pipelines.lake.settle.settle_files`."""
+    (:mod:`pipelines.staging.lease`), one without a lease last written before ``cutoff``, and a committed one
+    settled before ``settled_cutoff`` (:func:`pipelines.staging.area.settle_staging`); never one whose files the
+    catalog names (committed, still to be settled). Returns how many, settled ones not counted. ``con``: a
+    writer's connection, after :func:`pipelines.lake.settle.settle_files`."""
     root = posixpath.join(lake.root, STAGING)
     if not lake.fs.exists(root):
         return 0
@@ -226,24 +228,28 @@ def sweep_staging(lake: Lake, con: duckdb.DuckDBPyConnection, cutoff: datetime) 
     for run_folder in lake.fs.ls(root, detail=False, refresh=True):
         for version in lake.fs.ls(run_folder, detail=False, refresh=True):
             files = lake.fs.find(version, detail=True)
+            settled = files.get(posixpath.join(version, SETTLED))
             lease = files.get(posixpath.join(version, LEASE))
             dead = lease_is_dead(lake, version, _modified(lease) if lease else None)
-            if dead is None:
+            if settled:
+                dead = _modified(settled) < settled_cutoff
+            elif dead is None:
                 newest = max((_modified(info) for info in files.values()), default=None)
                 dead = newest is None or newest < cutoff
             if dead and not _names_staged(con, lake.url_of(posixpath.relpath(version, lake.root))):
                 with contextlib.suppress(FileNotFoundError):
                     lake.fs.rm(version, recursive=True)
                 remove_if_empty(lake, run_folder)
-                swept += 1
+                swept += 0 if settled else 1
     return swept
 
 
-def sweep_dead_ingests(lake: Lake, con: duckdb.DuckDBPyConnection) -> int:
+def sweep_dead_ingests(lake: Lake, con: duckdb.DuckDBPyConnection, retention: str) -> int:
     """:func:`sweep_staging` after a commit (whatever the run): never raises, the commit has landed."""
     try:
-        cutoff = one(con.execute("select now() - $age::interval", {"age": LEFTOVER_AGE}))[0]
-        return sweep_staging(lake, con, cutoff)
+        cutoff, settled_cutoff = one(con.execute("select now() - $age::interval, now() - $retention::interval",
+                                                 {"age": LEFTOVER_AGE, "retention": retention}))
+        return sweep_staging(lake, con, cutoff, settled_cutoff)
     except (OSError, duckdb.Error) as exc:
         log.warning("staged versions of killed ingests not swept: %s: %s", type(exc).__name__, exc)
         return 0

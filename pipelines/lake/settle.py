@@ -5,7 +5,8 @@ direct reader reads), so an ingest killed before its commit leaves nothing in th
 commit, :func:`settle_files` moves them into their table's folder (``LAKE/<layer>/<table>/run_id=<run>/``) and the
 files the commit replaced out of it, to ``LAKE/_expired/<layer>/<table>/run_id=<run>/``: each file is linked at
 its new place (on a local disk; copied inside an object store), its catalog path changed, all in one catalog
-transaction, and only then removed from its old place. So a direct Parquet reader of a table's folder sees exactly
+transaction, and only then removed from its old place (a staged copy stays for the retention: a query that listed
+it before the move may open it later, :func:`pipelines.staging.area.settle_staging`). So a direct Parquet reader of a table's folder sees exactly
 the current version, and a reader of the catalog finds every file of the version it started on, before a move or
 after it (the lake's readers read the catalog as it is: :meth:`pipelines.lake.lake.Lake.connect`). Replaced files
 are deleted when their snapshots expire, once the retention (:data:`pipelines.settings.RETENTION`) has passed since
@@ -154,7 +155,8 @@ def settle_files(lake: Lake, con: duckdb.DuckDBPyConnection) -> int:
                 con.execute("rollback")
             raise
         for move in moves:
-            _unlink(lake, move)
+            if not move.relative:  # a file moved into a table's folder stays staged for the retention
+                _unlink(lake, move)
         return len(moves)
     except (OSError, duckdb.Error) as exc:
         log.warning("files of %s not settled in their folders: %s: %s", lake.url, type(exc).__name__, exc)

@@ -75,6 +75,6 @@ def direct_against_catalog(lake: str, catalog: str | None) -> dict[str, tuple[in
 
 
 def staged_entries(lake: str) -> list[str]:
-    """The staging area's version folders, relative to it."""
+    """The staging area's version folders, relative to it, but committed ones (kept for the retention)."""
     staging = Path(lake) / "_staging"
-    return sorted(str(path.relative_to(staging)) for path in staging.glob("*/*"))
+    return sorted(str(path.relative_to(staging)) for path in staging.glob("*/*") if not (path / ".settled").exists())
