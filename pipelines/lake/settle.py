@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog
+from pipelines.lake.lake import ALIAS, Lake, query_catalog
 from pipelines.rows import one
 from pipelines.staging.area import STAGING
 
@@ -81,7 +81,8 @@ class _Move:
 
 
 def _in_table_folder(relative: str) -> bool:
-    return relative.split("/", 1)[0] in LAYERS
+    """Whether a path under the data path is in a table's folder: of a layer, or of tracelake's own ``meta``."""
+    return "/" in relative and relative.split("/", 1)[0] not in (EXPIRED, STAGING)
 
 
 def _unsettled(con: duckdb.DuckDBPyConnection, staging: str) -> list[_Move]:
