@@ -28,6 +28,7 @@ from isal import isal_zlib
 
 from pipelines.checks import CODES, message
 from pipelines.jsonscan import ArrayScanner, max_depth
+from pipelines.storage import is_transient
 
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 KINETO_BOUNDARY = b"\n  },\n  {"
@@ -222,6 +223,8 @@ class EventChunker:
             self._problem("truncated_gzip", "gzip stream ends before its end-of-stream marker")
             return b""
         except _STREAM_ERRORS as exc:
+            if is_transient(exc):  # the store, not the data: the trace is read again or its run fails
+                raise
             self._problem("corrupt_gzip", f"gzip data is corrupt ({exc})")
             return b""
         self.envelope.bytes_read += len(block)

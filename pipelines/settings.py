@@ -51,8 +51,9 @@ CATALOG = Variable("TRACELAKE_CATALOG", None,
 STORAGE_OPTIONS = Variable("TRACELAKE_STORAGE_OPTIONS", None,
                            "fsspec options as JSON (credentials included), kept out of Dagster's run config")
 HTTP_TIMEOUT_S = Variable("TRACELAKE_HTTP_TIMEOUT_S", "30", "connect and read timeout of object-store requests, s")
-RETENTION = Variable("TRACELAKE_RETENTION", "0 seconds",
-                     "how long replaced versions stay readable (a DuckDB interval; none by default)")
+RETENTION = Variable("TRACELAKE_RETENTION", "1 hour",
+                     "how long a replaced version stays readable, by queries that started on it and as of its "
+                     "snapshot (a DuckDB interval); its files leave the tables' folders at once")
 MEMORY_LIMIT = Variable("TRACELAKE_MEMORY_LIMIT", "1.5GB",
                         "peak memory of ingesting one run, whatever its traces' size: the parse, the analysis tables "
                         "and the commit share it, and spill to disk beyond it (pipelines/memory.py)")

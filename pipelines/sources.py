@@ -30,6 +30,12 @@ class RunIdCollision(FileExistsError):
     """
 
 
+class SourceUnavailable(RuntimeError):
+    """A trace of a run could not be read for a reason other than its content (the store refused, reset, timed
+    out, throttled or failed): the run's ingest fails and its previous version stays, rather than a version
+    without the trace."""
+
+
 @dataclass(frozen=True)
 class RunSource:
     """One run: a folder that directly holds trace files."""

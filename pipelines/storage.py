@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass
@@ -144,6 +145,41 @@ def is_storage_error(exc: BaseException) -> bool:
         klass.__module__.split(".")[0] in ("botocore", "aiobotocore", "s3fs", "aiohttp", "fsspec")
         for klass in type(exc).__mro__
     )
+
+
+# Failures of the conversation with a store, not of what it holds: refused, reset, timed out, throttled, 5xx.
+_TRANSIENT_ERRNOS = {errno.EBUSY, errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNREFUSED, errno.ECONNRESET,
+                     errno.ECONNABORTED, errno.EPIPE, errno.EHOSTUNREACH, errno.ENETUNREACH,
+                     getattr(errno, "EREMOTEIO", errno.EIO)}
+_TRANSIENT_CLASSES = {"EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError",
+                      "ResponseStreamingError", "ClientConnectionError", "ServerDisconnectedError",
+                      "ClientPayloadError", "ServerTimeoutError", "IncompleteRead", "ProtocolError"}
+_TRANSIENT_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable",
+                    "InternalError", "RequestLimitExceeded", "TooManyRequests"}
+_NETWORK_MODULES = ("botocore", "aiobotocore", "aiohttp", "urllib3", "http", "s3fs")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is a failure to talk to a store rather than a file's
+    content or absence: another try later may succeed (s3fs and botocore retried it already)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ConnectionError, TimeoutError)):
+            return True
+        if isinstance(current, OSError) and current.errno in _TRANSIENT_ERRNOS:
+            return True
+        for klass in type(current).__mro__:
+            if klass.__name__ in _TRANSIENT_CLASSES and klass.__module__.split(".")[0] in _NETWORK_MODULES:
+                return True
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            error, meta = response.get("Error") or {}, response.get("ResponseMetadata") or {}
+            if error.get("Code") in _TRANSIENT_CODES or int(meta.get("HTTPStatusCode") or 0) >= 500:
+                return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 _CREDENTIAL_ERRORS = ("NoCredentialsError", "Unable to locate credentials", "InvalidAccessKeyId",

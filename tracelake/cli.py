@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from pipelines.settings import CATALOG, LAKE, MEMORY_LIMIT
+from pipelines.settings import CATALOG, LAKE, MEMORY_LIMIT, RETENTION
 
 
 def _storage_options(values: list[str]) -> dict[str, Any] | None:
@@ -156,8 +156,9 @@ def _add_ui(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 def _add_upkeep(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     maintain = commands.add_parser("maintain", help="merge small files, expire old versions, sweep killed ingests' files")
-    maintain.add_argument("--retention", default="0 seconds",
-                          help="keep versions younger than this DuckDB interval readable (default: none)")
+    maintain.add_argument("--retention", default=None,
+                          help="keep versions replaced less than this DuckDB interval ago readable "
+                               f"(default: TRACELAKE_RETENTION, else {RETENTION.default})")
     maintain.add_argument("--leftover-age", default="1 day",
                           help="staged and orphaned files older than this are deleted (default 1 day)")
     _lake_options(maintain)

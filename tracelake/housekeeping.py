@@ -33,14 +33,14 @@ def history(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
     write_result(["snapshot_id", "committed_at", "fingerprint", "rebuilt", "source", "version"], rows, args.format)
     if args.format == "table":
         print(f"The lake keeps {plural(found.snapshots_kept, 'snapshot')} of the {found.snapshots_made:,} it "
-              f"committed: it expired {found.expired:,} past its retention ({RETENTION.name}, default none), and "
+              f"committed: it expired {found.expired:,} past its retention ({RETENTION.name}, default {RETENTION.default}), and "
               f"with them any earlier version of {args.run_id} that only they read.")
     return 0
 
 
 def maintain(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
     """Run one maintenance pass and say what it did."""
-    report = maintain_lake(Lake(args.lake, options, args.catalog), retention=args.retention,
+    report = maintain_lake(Lake(args.lake, options, args.catalog), retention=args.retention or RETENTION.text(),
                            leftover_age=args.leftover_age)
     print(f"merged {report.files_merged} groups of small files; deleted {report.orphans_deleted} orphaned data "
           f"files and {report.staging_swept} abandoned staged versions")

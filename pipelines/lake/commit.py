@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import duckdb
 import orjson
 
-from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog
+from pipelines.lake.lake import ALIAS, LAYERS, Lake, query_catalog, run_partition
 from pipelines.retry import retrying
 from pipelines.rows import one, sql_path
+from pipelines.staging.area import staging_url
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def replace_run(
     built_on: int | None = None,
 ) -> RunCommit:
     """Make ``sources`` (``layer.table`` → a SELECT of the run's rows, without ``run_id``) and ``files``
-    (``layer.table`` → Parquet files of the run's rows with ``run_id``, in :meth:`Lake.run_folder`) the
+    (``layer.table`` → Parquet files of the run's rows with ``run_id``, in a ``run_id=`` folder: :func:`place_for_commit`) the
     run's contents.
 
     A table's files are adopted as they are (``RunCommit.adopted``; empty ones are not), unless a column's type
@@ -261,16 +262,18 @@ def _replace_in_transaction(
     return adopted
 
 
-def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seconds") -> None:
-    """Forget snapshots older than ``retention`` and delete the files only they used.
+def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str) -> None:
+    """Forget the snapshots that a newer one replaced more than ``retention`` ago, and delete the files only they
+    used: a reader that started on a version within the retention finishes on it (the replaced files have left the
+    tables' folders already: :mod:`pipelines.lake.settle`).
 
-    With no retention (the default) a direct Parquet glob over the lake sees exactly the current version.
     Several writers may expire at once; one that loses the race leaves the work to the next commit.
     """
-    # The snapshots are chosen here: the extension's own older_than compares times wrongly on a SQLite catalog.
+    # Timed by the snapshot that replaced each, not its own: a version current for a week is read until its
+    # replacement lands. Chosen here: the extension's own older_than compares times wrongly on a SQLite catalog.
     (expired,) = one(con.execute(
-        f"select list(snapshot_id) from {ALIAS}.snapshots() "
-        f"where snapshot_time < now() - $retention::interval and snapshot_id < (select max(snapshot_id) from {ALIAS}.snapshots())",
+        f"select list(snapshot_id) from (select snapshot_id, lead(snapshot_time) over (order by snapshot_id) as "
+        f"replaced_at from {ALIAS}.snapshots()) where replaced_at < now() - $retention::interval",
         {"retention": retention},
     ))
     try:
@@ -284,14 +287,15 @@ def expire_old_versions(con: duckdb.DuckDBPyConnection, retention: str = "0 seco
 
 
 def place_for_commit(lake: Lake, run_id: str, version: str, files: dict[str, list[str]]) -> dict[str, list[str]]:
-    """``layer.table`` → the run's staged files of the table (``files``, keyed alike), put where the lake keeps the
-    run's files of the table (:meth:`Lake.run_folder`) for the commit to adopt as they are: linked on a local disk,
-    copied inside an object store. The catalog knows them only once the commit lands; :func:`remove_files` takes
-    back those it did not adopt."""
+    """``layer.table`` → the run's staged files of the table (``files``, keyed alike), put in the version's staging
+    folder under ``commit/<layer>/<table>/run_id=<run>/`` (linked on a local disk, copied inside an object store),
+    where the commit adopts them as they are (DuckLake reads the run from that folder's name) and no direct reader
+    looks: :func:`pipelines.lake.settle.settle_files` moves the adopted ones into their tables' folders once the
+    commit has landed. :func:`remove_files` takes back those it did not adopt."""
     placed: dict[str, list[str]] = defaultdict(list)
     for qualified, urls in files.items():
         layer, table = qualified.split(".")
-        folder = lake.run_folder(layer, table, run_id)
+        folder = posixpath.join(staging_url(lake, run_id, version), "commit", layer, table, run_partition(run_id))
         for url in urls:
             target = posixpath.join(folder, f"tracelake-{version}-{posixpath.basename(url)}")
             if lake.local:

@@ -338,6 +338,11 @@ class Lake:
         options += ["read_only"] if read_only else ["data_inlining_row_limit 0"]
         if self.catalog_inside:
             options.append("override_data_path true")
+        if read_only and self.catalog.kind == "postgres":
+            # Each catalog read sees the catalog as it is, as a SQLite catalog's readers do: a file that a commit
+            # moved (pipelines.lake.settle) is read where it went. In the scanner's
+            # default (REPEATABLE READ) a reader kept the paths of its first read and failed to open the moved file.
+            options.append("meta_isolation_level 'READ COMMITTED'")
         if not read_only and self.catalog.kind == "sqlite":
             # WAL: readers and the writer proceed at once (in the rollback journal, a reader's transaction made every
             # commit wait out SQLite's busy timeout and fail). The mode persists in the file; old catalogs convert here.
@@ -424,9 +429,14 @@ class Lake:
         if self.catalog_inside and records.get("data_path") != RELATIVE_DATA_PATH:
             self._set_record(con, "data_path", RELATIVE_DATA_PATH, insert=False)
 
+    def metadata_table(self, name: str) -> str:
+        """A table of the catalog's own database (``ducklake_data_file``, …), as a connection of :meth:`connect`
+        writes it past DuckLake."""
+        return f"{METADATA}.{'public' if self.catalog.kind == 'postgres' else 'main'}.{name}"
+
     def _set_record(self, con: duckdb.DuckDBPyConnection, key: str, value: str, *, insert: bool) -> None:
         """Write one catalog-wide ``ducklake_metadata`` row (in the catalog's own database, outside DuckLake)."""
-        table = f"{METADATA}.{'public' if self.catalog.kind == 'postgres' else 'main'}.ducklake_metadata"
+        table = self.metadata_table("ducklake_metadata")
         if insert:
             con.execute(f"insert into {table} (key, value) values ($key, $value)", {"key": key, "value": value})
         else:

@@ -22,8 +22,10 @@ import orjson
 
 from pipelines.lake.commit import expire_old_versions, lake_tables
 from pipelines.lake.lake import ALIAS, CREATED_KEY, Lake, query_catalog, run_partition
+from pipelines.lake.settle import half_moved, settle_files
 from pipelines.rows import one
-from pipelines.staging.area import STAGING
+from pipelines.staging.area import SETTLED, STAGING, remove_if_empty
+from pipelines.staging.lease import LEASE, lease_is_dead
 
 log = logging.getLogger(__name__)
 
@@ -69,25 +71,30 @@ class MaintenanceReport:
     """Files no snapshot names but older than the catalog: another catalog's, kept."""
 
 
-def maintain(lake: Lake, *, retention: str = "0 seconds", leftover_age: str = LEFTOVER_AGE) -> MaintenanceReport:
-    """Merge small files, expire versions older than ``retention`` and delete their files, then delete data files
+def maintain(lake: Lake, *, retention: str, leftover_age: str = LEFTOVER_AGE) -> MaintenanceReport:
+    """Merge small files (the merged ones leave the tables' folders: :mod:`pipelines.lake.settle`), expire versions
+    replaced more than ``retention`` ago (:data:`pipelines.settings.RETENTION`) and delete their files, then delete data files
     and staged versions that no commit names and that are older than ``leftover_age`` (killed ingests), but never a
     file older than the catalog."""
     with lake.connect() as con, lake.writer_turn():
         merged = con.execute(f"call ducklake_merge_adjacent_files('{ALIAS}')").fetchall()
+        settle_files(lake, con)
         expire_old_versions(con, retention)
         cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
         # Listed, not deleted, by DuckLake: every file under the data path that its catalog does not name.
         listed = [row[0] for row in con.execute(
             f"select path from ducklake_delete_orphaned_files('{ALIAS}', dry_run => true)").fetchall()]
         staging = lake.url_of(STAGING) + "/"
-        orphans, kept = _provable_leftovers(lake, con, [path for path in listed if not path.startswith(staging)],
-                                            cutoff)
+        unnamed = [path for path in listed if not path.startswith(staging)]
+        orphans, kept = _provable_leftovers(lake, con, unnamed, cutoff)
+        orphans = sorted(set(orphans) | set(half_moved(lake, con, unnamed)))
+        settled_cutoff = one(con.execute("select now() - $retention::interval", {"retention": retention}))[0]
+        swept = sweep_staging(lake, con, cutoff, settled_cutoff)
     _remove(lake, orphans)
     if kept:
         log.warning("kept %d unreferenced data files older than the catalog of %s (e.g. %s): they are not its own",
                     len(kept), lake.url, kept[0])
-    return MaintenanceReport(len(merged), len(orphans), _sweep_staging(lake, cutoff), len(kept))
+    return MaintenanceReport(len(merged), len(orphans), swept, len(kept))
 
 
 def catalog_created(con: duckdb.DuckDBPyConnection) -> datetime | None:
@@ -168,12 +175,13 @@ def remove_run_leftovers(
     lake: Lake, con: duckdb.DuckDBPyConnection, run_id: str, *, leftover_age: str = LEFTOVER_AGE
 ) -> int:
     """Delete the files in ``run_id``'s folders of every table that the catalog does not name, older than
-    ``leftover_age`` and younger than the catalog: files a killed ingest of the run placed for a commit that never
-    landed. Returns how many. ``con``: a writer's connection (:meth:`Lake.connect`), after the run's commit.
+    ``leftover_age`` and younger than the catalog (files an earlier tracelake placed there for a commit killed
+    before it landed), and those a killed move left (:func:`pipelines.lake.settle.half_moved`). Returns how many.
+    ``con``: a writer's connection (:meth:`Lake.connect`), after the run's commit.
 
-    Safe beside other ingests of the run: a file placed for a commit still to come is younger than the leftover
-    age (it is a link to a file staged by that ingest, which keeps its time of writing). Never raises: the commit
-    has landed, and what is left here goes with the next ingest of the run or ``tracelake maintain``."""
+    Safe beside other ingests of the run: a file DuckLake writes there for a commit still to come is younger than
+    the leftover age. Never raises: the commit has landed, and what is left here goes with the next ingest of the
+    run or ``tracelake maintain``."""
     try:
         return _remove_run_leftovers(lake, con, run_id, leftover_age)
     except (OSError, duckdb.Error) as exc:  # housekeeping after a landed commit: say so, never fail the ingest
@@ -194,6 +202,7 @@ def _remove_run_leftovers(lake: Lake, con: duckdb.DuckDBPyConnection, run_id: st
         return 0
     cutoff = one(con.execute("select now() - $age::interval", {"age": leftover_age}))[0]
     leftovers, _ = _provable_leftovers(lake, con, unnamed, cutoff)
+    leftovers = sorted(set(leftovers) | set(half_moved(lake, con, unnamed)))
     _remove(lake, leftovers)
     return len(leftovers)
 
@@ -207,8 +216,12 @@ def _files_in(lake: Lake, folder: str) -> list[str]:
     return [lake.url_of(posixpath.relpath(entry["name"], lake.root)) for entry in entries if entry["type"] == "file"]
 
 
-def _sweep_staging(lake: Lake, cutoff: datetime) -> int:
-    """Delete staged versions last written before ``cutoff``: ingests that were killed before their commit."""
+def sweep_staging(lake: Lake, con: duckdb.DuckDBPyConnection, cutoff: datetime, settled_cutoff: datetime) -> int:
+    """Delete the staged versions of ingests that are gone: a version whose lease is free or stale
+    (:mod:`pipelines.staging.lease`), one without a lease last written before ``cutoff``, and a committed one
+    settled before ``settled_cutoff`` (:func:`pipelines.staging.area.settle_staging`); never one whose files the
+    catalog names (committed, still to be settled). Returns how many, settled ones not counted. ``con``: a
+    writer's connection, after :func:`pipelines.lake.settle.settle_files`."""
     root = posixpath.join(lake.root, STAGING)
     if not lake.fs.exists(root):
         return 0
@@ -216,11 +229,38 @@ def _sweep_staging(lake: Lake, cutoff: datetime) -> int:
     for run_folder in lake.fs.ls(root, detail=False, refresh=True):
         for version in lake.fs.ls(run_folder, detail=False, refresh=True):
             files = lake.fs.find(version, detail=True)
-            newest = max((_modified(info) for info in files.values()), default=None)
-            if newest is None or newest < cutoff:
-                lake.fs.rm(version, recursive=True)
-                swept += 1
+            settled = files.get(posixpath.join(version, SETTLED))
+            lease = files.get(posixpath.join(version, LEASE))
+            dead = lease_is_dead(lake, version, _modified(lease) if lease else None)
+            if settled:
+                dead = _modified(settled) < settled_cutoff
+            elif dead is None:
+                newest = max((_modified(info) for info in files.values()), default=None)
+                dead = newest is None or newest < cutoff
+            if dead and not _names_staged(con, lake.url_of(posixpath.relpath(version, lake.root))):
+                with contextlib.suppress(FileNotFoundError):
+                    lake.fs.rm(version, recursive=True)
+                remove_if_empty(lake, run_folder)
+                swept += 0 if settled else 1
     return swept
+
+
+def sweep_dead_ingests(lake: Lake, con: duckdb.DuckDBPyConnection, retention: str) -> int:
+    """:func:`sweep_staging` after a commit (whatever the run): never raises, the commit has landed."""
+    try:
+        cutoff, settled_cutoff = one(con.execute("select now() - $age::interval, now() - $retention::interval",
+                                                 {"age": LEFTOVER_AGE, "retention": retention}))
+        return sweep_staging(lake, con, cutoff, settled_cutoff)
+    except (OSError, duckdb.Error) as exc:
+        log.warning("staged versions of killed ingests not swept: %s: %s", type(exc).__name__, exc)
+        return 0
+
+
+def _names_staged(con: duckdb.DuckDBPyConnection, version_url: str) -> bool:
+    """Whether the catalog names a file in a staged version (adopted by a commit, not yet moved)."""
+    rows = query_catalog(con, "select count(*) from {m}ducklake_data_file where not path_is_relative "
+                              "and path like {prefix}", prefix=version_url.rstrip("/") + "/%")
+    return int(rows[0][0]) > 0
 
 
 def _modified(info: dict[str, Any]) -> datetime:

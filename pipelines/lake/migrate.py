@@ -9,6 +9,7 @@ import orjson
 from pipelines.lake.commit import expire_old_versions, replace_run
 from pipelines.lake.lake import LAYERS, LEGACY_MANIFESTS, Lake
 from pipelines.rows import sql_path
+from pipelines.settings import RETENTION
 
 
 def migrate_manifests(lake: Lake) -> int:
@@ -35,7 +36,7 @@ def migrate_manifests(lake: Lake) -> int:
     with lake.connect() as con:
         for run_id, sources in runs.items():
             replace_run(con, run_id, sources, info={"migrated_from": "tracelake 0.1 manifests"})
-        expire_old_versions(con)
+        expire_old_versions(con, RETENTION.text())
     if old_files:
         lake.fs.rm(old_files)
     lake.fs.rm(manifests, recursive=True)

@@ -56,3 +56,23 @@ def discard_staging(lake: Lake, run_id: str, version: str) -> None:
     if lake.fs.exists(url):
         lake.fs.rm(url, recursive=True)
     remove_if_empty(lake, posixpath.dirname(url))  # another version of the run may still be staged there
+
+
+COMMITTED = "commit"
+"""A version's files placed for its commit (:func:`pipelines.lake.commit.place_for_commit`)."""
+SETTLED = ".settled"
+"""Marks a committed version whose placed files stay for readers that listed them before they moved."""
+
+
+def settle_staging(lake: Lake, run_id: str, version: str) -> None:
+    """After a commit: delete the version's staged files but those placed for the commit, which a query that
+    started before they moved into the tables' folders may still open (a scan opens its files as it goes); they go
+    once the retention has passed (:func:`pipelines.lake.maintenance.sweep_staging`)."""
+    url = staging_url(lake, run_id, version)
+    if not lake.fs.exists(posixpath.join(url, COMMITTED)):
+        discard_staging(lake, run_id, version)
+        return
+    for entry in lake.fs.ls(url, detail=False, refresh=True):
+        if posixpath.basename(entry.rstrip("/")) != COMMITTED:
+            lake.fs.rm(entry, recursive=True)
+    lake.fs.pipe_file(posixpath.join(url, SETTLED), b"")

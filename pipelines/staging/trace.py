@@ -20,11 +20,13 @@ from pipelines.lake.lake import Lake
 from pipelines.memory import size_bytes
 from pipelines.parse import ParsedTrace, ParseSettings, parse_trace
 from pipelines.quality import QualityIssue
+from pipelines.retry import retrying
 from pipelines.rows import small_statements
 from pipelines.scratch import scratch_dir
+from pipelines.sources import SourceUnavailable
 from pipelines.staging.area import put_file, short_name, staging_url
 from pipelines.staging.manifest import StagedTrace, write_trace_manifest
-from pipelines.storage import filesystem
+from pipelines.storage import S3_CALL_ATTEMPTS, describe_error, filesystem, is_transient
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +34,25 @@ log = logging.getLogger(__name__)
 def parse_file(trace: TraceFile, options: dict[str, Any] | None, workdir: Path, settings: ParseSettings) -> ParsedTrace:
     """Parse one trace into ``workdir``; an unexpected failure becomes a failed trace with a ``parse_failed`` error.
 
-    Damaged input never raises (parse_trace reports it); this catches the rest (the file vanished, the store
-    refused the read, a parser bug), so one trace never keeps the others of its run out.
+    Damaged input never raises (parse_trace reports it); this catches the rest (the file vanished, a parser bug),
+    so one trace never keeps the others of its run out. A read that fails for a reason other than the file
+    (:func:`pipelines.storage.is_transient`) is tried again within the storage's attempts, then raises
+    :class:`pipelines.sources.SourceUnavailable`: the run cannot be ingested whole now.
     """
     try:
-        fs, path = filesystem(trace.url, options)
-        return parse_trace(fs, path, trace, workdir=workdir, settings=settings)
+        for attempt in retrying(S3_CALL_ATTEMPTS, retry_on=is_transient, pause=lambda n: float(n)):
+            with attempt:
+                fs, path = filesystem(trace.url, options)
+                return parse_trace(fs, path, trace, workdir=workdir, settings=settings)
+        raise AssertionError("unreachable: the last attempt returns or raises")
     except duckdb.OutOfMemoryException as exc:
         first_line = str(exc).splitlines()[0]
         buffer_mib = size_bytes(settings.memory_limit) >> 20
         message = (f"could not be parsed: out of memory within the parse's buffer of {buffer_mib} MiB, its share of "
                    f"the memory limit (--memory-limit, TRACELAKE_MEMORY_LIMIT): raise it ({first_line})")
     except Exception as exc:
+        if is_transient(exc):  # not the file's fault: the run fails, its previous version stays
+            raise SourceUnavailable(f"{trace.url} could not be read: {describe_error(exc)}") from None
         log.exception("parsing %s failed", trace.url)
         message = f"could not be parsed: {type(exc).__name__}: {exc}"
     issue = QualityIssue(trace.run_id, trace.trace_id, "error", "parse_failed", message)

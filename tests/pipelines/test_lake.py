@@ -176,7 +176,8 @@ def test_direct_parquet_reads_equal_catalog_reads_after_reingests(tmp_path, vers
         ).fetchall() if list(Path(lake.url, schema, table).rglob("*.parquet")) else []
         assert direct == catalog_rows, table
     staging = Path(lake.url, "_staging")
-    assert not staging.exists() or not any(staging.iterdir()), "staged files outlived their commits"
+    # Only committed versions' placed files stay staged (for the retention), none of a version not committed.
+    assert all((version / ".settled").exists() for version in staging.glob("*/*")), "staged files outlived their commits"
 
 
 def test_history_lists_the_versions_that_retention_keeps(tmp_path, versions) -> None:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +46,15 @@ def _weed_binary() -> str:
 @pytest.fixture(scope="session")
 def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """``weed mini`` bound to 127.0.0.1 on explicit free ports, telemetry off, signatures enforced."""
-    root = tmp_path_factory.mktemp("seaweedfs")
-    (root / "data").mkdir()
+    with running_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as (server, _):
+        yield server
+
+
+@contextmanager
+def running_seaweedfs(root: Path) -> Iterator[tuple[S3Server, subprocess.Popen[bytes]]]:
+    """A ``weed mini`` of its own under ``root``, and its process (the leader of its process group), for tests
+    that stop, freeze or kill the server."""
+    (root / "data").mkdir(parents=True)
     server = S3Server("", "WEEDTESTKEY", "weed-secret-Pk47Rn0c")
     config = root / "s3.json"
     config.write_text(json.dumps({
@@ -94,9 +102,10 @@ def seaweedfs_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]
                 if time.monotonic() > deadline:
                     pytest.fail(f"weed mini not ready in 30 s:\n{log_path.read_text()[-3000:]}")
                 time.sleep(0.1)
-        yield server
+        yield server, process
     finally:
         if process.poll() is None:
+            os.killpg(process.pid, signal.SIGCONT)  # a test may have left it frozen
             os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(10)
@@ -118,7 +127,7 @@ class CliResult:
         return self.stdout + self.stderr
 
 
-def _subprocess_env(extra: dict[str, str] | None) -> dict[str, str]:
+def subprocess_env(extra: dict[str, str] | None) -> dict[str, str]:
     """This process's environment (AWS_* as the test set them with monkeypatch) plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DAGSTER_")}
     env["PYTHONPATH"] = str(REPO)
@@ -136,7 +145,7 @@ def cli() -> Callable[..., CliResult]:
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> CliResult:
         done = subprocess.run(
-            [sys.executable, "-m", "tracelake.cli", *args], cwd=REPO, env=_subprocess_env(env),
+            [sys.executable, "-m", "tracelake.cli", *args], cwd=REPO, env=subprocess_env(env),
             capture_output=True, text=True, timeout=timeout,
         )
         return CliResult(done.returncode, done.stdout, done.stderr)

@@ -46,9 +46,14 @@ def test_ingest_from_and_into_seaweedfs(seaweedfs_s3, cli, make_source, expected
     again = cli("ingest", "s3://traces-bucket/incoming", "--lake", "s3://lake-bucket/lake")
     assert again.returncode == 0, again.output
     keys = seaweedfs_s3.list_keys("lake-bucket", "lake/")
-    parquet = {k for k in keys if k.endswith(".parquet")}
+    # The version replaced stays readable for the retention, outside the tables' folders.
+    expired = {k for k in keys if k.endswith(".parquet") and k.startswith("lake/_expired/")
+               and not k.startswith("lake/_expired/meta/")}  # tracelake's own claims, outside the layers
+    parquet = {k for k in keys if k.endswith(".parquet") and not k.startswith(("lake/_staging/", "lake/_expired/"))}
     layout = re.compile(r"lake/(raw|marts)/(\w+)/run_id=(job\.\w+)/(ducklake|tracelake)-[\w-]+\.parquet")
-    assert parquet and all(layout.fullmatch(k) for k in parquet), parquet
+    assert parquet and all(layout.fullmatch(k) for k in parquet), [k for k in parquet if not layout.fullmatch(k)]
+    assert expired and all(layout.fullmatch(k.replace("lake/_expired/", "lake/", 1)) for k in expired), [
+        k for k in expired if not layout.fullmatch(k.replace("lake/_expired/", "lake/", 1))]
     written = {layout.fullmatch(k).group(2) for k in parquet if k.startswith("lake/raw/")}
     assert {"traces", "kernels", "cpu_ops"} <= written <= set(RAW_TABLES)  # a table with no rows has no file
     files = cli("sql", "select count(*) as n from kernels", "--lake", "s3://lake-bucket/lake", "--format", "json")
@@ -56,7 +61,8 @@ def test_ingest_from_and_into_seaweedfs(seaweedfs_s3, cli, make_source, expected
     con = open_lake("s3://lake-bucket/lake")
     committed = {f.removeprefix("s3://lake-bucket/") for urls in table_files(con).values() for f in urls}
     assert committed == parquet
-    assert not [k for k in keys if "_staging" in k and k.endswith(".parquet")]
+    # Of the staging area, only the committed versions' placed files stay (for the retention).
+    assert not [k for k in keys if "_staging" in k and k.endswith(".parquet") and "/commit/" not in k]
 
     # A wrong secret is refused by the server (signatures are checked) and never echoed.
     wrong = "wrong-secret-Hq93Lm"

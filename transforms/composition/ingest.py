@@ -19,6 +19,7 @@ from pipelines.parse import ParseSettings
 from pipelines.retry import retrying
 from pipelines.sources import RunSource
 from pipelines.staging.area import discard_staging, new_version
+from pipelines.staging.lease import hold_lease
 from pipelines.staging.manifest import StagedTrace
 from transforms.composition.steps import (
     PROGRESS,
@@ -119,20 +120,22 @@ def ingest_run(
     """
     settings = settings or IngestSettings()
     version = new_version()
-    try:
-        traces = stage_traces(run, lake, version, source_options=source_options, settings=settings)
-        staged = stage_run(run, lake, version, traces)
-        trace_issues = {issue for trace in staged.traces for issue in trace.issues}
-        for issue in staged.issues:
-            if issue not in trace_issues:  # run-level findings (duplicate ranks) come after every trace
-                PROGRESS.error(issue.line(f"{run.url} ({issue.trace_id})"))
-        built = build_tables(lake, staged, select=select, settings=settings.build)
-    except BaseException:
-        discard_staging(lake, run.run_id, version)
-        raise
-    if built.failure:
-        PROGRESS.error("ERROR %s: %s [analysis_failed]", run.url, built.failure)
-    committed = commit_run(lake, staged, built, retention=settings.retention)
+    # The lease tells later ingests and `tracelake maintain` that this version's staged files are not a dead one's.
+    with hold_lease(lake, run.run_id, version):
+        try:
+            traces = stage_traces(run, lake, version, source_options=source_options, settings=settings)
+            staged = stage_run(run, lake, version, traces)
+            trace_issues = {issue for trace in staged.traces for issue in trace.issues}
+            for issue in staged.issues:
+                if issue not in trace_issues:  # run-level findings (duplicate ranks) come after every trace
+                    PROGRESS.error(issue.line(f"{run.url} ({issue.trace_id})"))
+            built = build_tables(lake, staged, select=select, settings=settings.build)
+        except BaseException:
+            discard_staging(lake, run.run_id, version)
+            raise
+        if built.failure:
+            PROGRESS.error("ERROR %s: %s [analysis_failed]", run.url, built.failure)
+        committed = commit_run(lake, staged, built, retention=settings.retention)
     PROGRESS.info("  %s: committed as snapshot %d", run.run_id, committed.commit.snapshot_id)
     report = write_report(lake, run.run_id) if settings.report else None
     return IngestedRun(committed, report)

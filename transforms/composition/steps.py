@@ -22,13 +22,14 @@ from pipelines.cores import available_cores
 from pipelines.lake.commit import RunCommit, commit_files, expire_old_versions
 from pipelines.lake.fleet_views import store_fleet_views
 from pipelines.lake.lake import ALIAS, Lake
-from pipelines.lake.maintenance import remove_run_leftovers
+from pipelines.lake.maintenance import remove_run_leftovers, sweep_dead_ingests
+from pipelines.lake.settle import settle_files
 from pipelines.memory import MemoryShares
 from pipelines.quality import QUALITY_COLUMNS, QualityIssue, quality_rows
 from pipelines.rows import PARQUET_FORMAT, one, rows_query, sql_path
 from pipelines.scratch import scratch_dir
 from pipelines.settings import MEMORY_LIMIT, RETENTION
-from pipelines.staging.area import discard_staging, new_version, staging_url
+from pipelines.staging.area import discard_staging, new_version, settle_staging, staging_url
 from pipelines.staging.manifest import StagedRun, StagedTrace
 from pipelines.staging.run import stage_run_tables
 from pipelines.staging.trace import stage_trace
@@ -202,15 +203,19 @@ def commit_run(
         info["marts_only"] = True
     if built.failure:
         info["analysis_failed"] = built.failure
+    committed = False
     try:
         with lake.connect() as con, lake.writer_turn():
             commit = commit_files(lake, con, run_id, built.version, files, clear=("marts",), info=info,
                                   built_on=built.built_on)
+            committed = True
+            settle_files(lake, con)
             expire_old_versions(con, retention or RETENTION.text())
             store_fleet_views(con, ALIAS)  # the lake's first commit made the tables they read
             remove_run_leftovers(lake, con, run_id)
+            sweep_dead_ingests(lake, con, retention or RETENTION.text())
     finally:
-        discard_staging(lake, run_id, built.version)
+        (settle_staging if committed else discard_staging)(lake, run_id, built.version)
     return CommittedRun(staged, built, commit)
 
 
