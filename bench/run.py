@@ -83,7 +83,7 @@ def run_timed(command: list[str], env: dict[str, str] | None = None, ok_codes: t
 
     def read() -> None:  # the commands flush each progress line
         for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append((time.perf_counter() - started, line.decode(errors="replace")))
+            lines.append((time.perf_counter() - started, line.decode(errors="replace")))  # noqa: PERF401 - timed as read
 
     reader = threading.Thread(target=read)
     reader.start()

@@ -25,7 +25,7 @@ def listening(listener: Listener) -> Iterator[None]:
 
 def report(kind: str, item: str, done: int, total: int) -> None:
     """Tell every listener that ``done`` of ``total`` of ``item``'s work is done."""
-    for listener in list(_listeners):
+    for listener in _listeners:
         listener(kind, item, done, total)
 
 

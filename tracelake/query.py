@@ -190,7 +190,7 @@ def _answer(
             "rows", run_query(query, lake_url, options=options, catalog=catalog, run=run, seal=seal))
     except MemoryError:
         answer = ("error", RuntimeError(_out_of_memory()))
-    except Exception as exc:  # noqa: BLE001 - every failure goes back: as it is when the parent can rebuild it
+    except Exception as exc:
         sendable = isinstance(exc, (ValueError, LookupError, TimeoutError, RuntimeError, duckdb.Error))
         answer = ("error", exc if sendable else RuntimeError(f"{type(exc).__name__}: {exc}"))
     try:

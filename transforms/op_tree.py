@@ -26,6 +26,8 @@ Definitions (the rows a thread's ranges become):
 
 from __future__ import annotations
 
+import itertools
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -117,7 +119,7 @@ def _link_threads(rows: pa.StructArray, bounds: np.ndarray) -> dict[str, np.ndar
     has_length = pc.fill_null(pc.greater(rows.field("dur_ns"), 0), False).to_numpy(zero_copy_only=False) & ~ts_missing
     event_idx = rows.field("event_idx").to_numpy(zero_copy_only=False)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in _LINK_PARTS}  # DuckDB calls with one row or more
-    for first, stop in zip(bounds[:-1], bounds[1:], strict=True):
+    for first, stop in itertools.pairwise(bounds):
         thread = slice(first, stop)
         links = link(event_idx[thread], start[thread], end[thread], has_length[thread], end_order[thread])
         links["order"] += first

@@ -6,7 +6,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pipelines import PARSER_VERSION
@@ -82,7 +82,7 @@ def _trace_rows(
     notes: dict[str, list[str]] = defaultdict(list)
     for issue in issues:
         notes[issue.trace_id].append(f"{issue.severity}:{issue.code}")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return [
         {
             "trace_id": p.trace.trace_id,

@@ -77,7 +77,7 @@ def test_ui_shows_ingested_runs_and_lineage_and_stops_on_sigterm(tmp_path):
         assert children, "tracelake ui started no dagster processes"
         ui.send_signal(signal.SIGTERM)
         assert ui.wait(timeout=60) == 0
-        gone, alive = psutil.wait_procs(children, timeout=30)
+        _, alive = psutil.wait_procs(children, timeout=30)
         assert not alive, f"left running after SIGTERM: {[p.cmdline() for p in alive]}"
     finally:
         if ui.poll() is None:

@@ -47,7 +47,7 @@ class _RecordingEventParser(tb_data.EventParser):
         super().__init__()
         _parsers.append(self)
 
-    def _parse_step(self, event, comm_nodes) -> None:  # noqa: ANN001 (tb_plugin's types)
+    def _parse_step(self, event, comm_nodes) -> None:
         if event.type == EventTypes.KERNEL and event.external_id not in comm_nodes and _HTA_COMMUNICATION.match(event.name):
             self.role_ranges[ProfileRole.Communication].append((event.ts, event.ts + event.duration))
             self.global_min_ts = min(self.global_min_ts, event.ts)
@@ -55,7 +55,7 @@ class _RecordingEventParser(tb_data.EventParser):
             return
         super()._parse_step(event, comm_nodes)
 
-    def parse_steps(self, events, comm_nodes) -> None:  # noqa: ANN001 (tb_plugin's types)
+    def parse_steps(self, events, comm_nodes) -> None:
         loaders = [tb_trace.OperatorEvent(EventTypes.USER_ANNOTATION, raw) for raw in _loader_annotations]
         super().parse_steps([*events, *loaders], comm_nodes)
 
@@ -64,7 +64,7 @@ _loader_annotations: list[dict] = []
 _create_trace_event = tb_trace.create_trace_event
 
 
-def _recording_create_trace_event(event, is_pytorch_lightning):  # noqa: ANN001, ANN202 (tb_plugin's types)
+def _recording_create_trace_event(event, is_pytorch_lightning):
     name = event.get("name") or ""
     if (str(event.get("cat")).lower() == "user_annotation"
             and ((name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, close, read_mart  # noqa: E402
+from gpu_marts_helpers import build_lake, close, read_mart
 
 ATTRIBUTION_MARTS = {"op_stats_by_shape", "source_stats", "module_stats", "annotation_stats", "op_perf"}
 _FRAME = re.compile(r"^(.+)\((\d+)\): (.*)$")
@@ -174,7 +174,7 @@ def stack_run(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.parametrize("run_id", ["stacks", "python_only"])
 def test_source_stats_match_torch_stacks(stack_run, run_id: str) -> None:
-    lake, _, events, grouped = stack_run
+    lake, _, events, _ = stack_run
     rows = [r for r in read_mart(lake, "source_stats") if r["run_id"] == run_id]
     assert {r["source_file"] for r in rows} == {"tracelake/workloads.py"}
     assert {r["function"] for r in rows} >= {"forward", "attend", "vit_training_step"}
@@ -262,7 +262,7 @@ def _tb_module_view(path: Path) -> dict[str, dict]:
 
 
 def test_module_stats_match_tb_plugin_module_view(stack_run) -> None:
-    lake, trace, _, _ = stack_run
+    lake, _, _, _ = stack_run
     # tb_plugin's json.loads rejects the raw control character torch 2.13 writes; the python_only copy has it escaped
     reference = _tb_module_view(lake.parent / "src" / "python_only" / "rank-0.pt.trace.json.gz")
     assert {"TinyViT_0", "TinyViT_0/Conv2d_0", "TinyViT_0/Sequential_0/Linear_3"} <= set(reference)

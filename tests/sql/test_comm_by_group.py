@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import comm_reference as ref  # noqa: E402
-from comm_fixtures import tp_dp_nccl_rank  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+import comm_reference as ref
+from comm_fixtures import tp_dp_nccl_rank
+from gpu_marts_helpers import build_lake, read_mart
 
-from tracelake.workloads import PARALLEL_GROUPS_RUN_ID, profile_parallel_groups_job  # noqa: E402
+from tracelake.workloads import PARALLEL_GROUPS_RUN_ID, profile_parallel_groups_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, query_model  # noqa: E402
+from gpu_marts_helpers import build_lake, query_model
 
 TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "nccl_rank0_of_2" / "rank-0.json.gz"
 COLLECTIVE_ARGS = ("Collective name", "Seq", "Comms Id", "In msg nelems", "Out msg nelems", "Group size", "dtype",

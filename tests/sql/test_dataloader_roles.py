@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from gpu_marts_helpers import build_lake, read_mart
 
 LOADER_NEXT = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 

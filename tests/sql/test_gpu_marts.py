@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import (  # noqa: E402
+from gpu_marts_helpers import (
     build_lake,
     close,
     query_model,
@@ -22,7 +22,7 @@ from gpu_marts_helpers import (  # noqa: E402
     tb_memory,
 )
 
-from tests.conftest import SHARED_TRACES as TRACES  # noqa: E402
+from tests.conftest import SHARED_TRACES as TRACES
 
 GPU_MARTS = {"kernel_stats", "op_stats", "memory_timeline", "memory_by_op", "memory_peaks"}
 KERNEL_TRACES = ["simple_add", "tb_plugin_resnet50", "nccl_rank0_of_2", "rank0_of_16", "trace_diff_pair", "rocm_mi250"]

@@ -20,12 +20,11 @@ import pytest
 from pipelines.lake.lake import Lake
 from pipelines.lake.read import open_lake
 from pipelines.sources import discover_runs
+from tests.conftest import SHARED_TRACES as TRACES
+from tests.sql.diag_fixtures import cpu_op, kernel, launch, memory_op, write_trace
 from transforms.composition.ingest import ingest_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore::RuntimeWarning")
-
-from tests.conftest import SHARED_TRACES as TRACES
-from tests.sql.diag_fixtures import cpu_op, kernel, launch, memory_op, write_trace
 
 HTA_MARTS = {"comm_comp_overlap", "temporal_breakdown", "idle_time", "kernel_type_breakdown", "kernel_launches",
              "queue_length_summary", "memory_bw_summary"}
@@ -257,7 +256,7 @@ def test_memory_bw_summary_matches_hta(case, hta_lake, hta_tmp):
         assert_describes(row, points[kind].describe(), "gbps")
 
 
-@pytest.mark.parametrize("mart, case", [("queue_length_summary", CASES[2]), ("memory_bw_summary", CASES[0])])
+@pytest.mark.parametrize(("mart", "case"), [("queue_length_summary", CASES[2]), ("memory_bw_summary", CASES[0])])
 def test_summaries_are_htas_own_where_hta_has_no_ties(mart, case, hta_lake, hta_tmp):
     """Where no change ties another of the other sign in one µs and every running bandwidth comes back to exactly 0
     (alexnet's queues, nccl_rank0_of_2's copies), the marts are HTA's summaries as HTA prints them."""

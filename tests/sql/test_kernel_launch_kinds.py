@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diag_fixtures import BASE_NS, kernel, launch, write_trace  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from diag_fixtures import BASE_NS, kernel, launch, write_trace
+from gpu_marts_helpers import build_lake, read_mart
 
 
 def test_graph_and_hip_launches(tmp_path):

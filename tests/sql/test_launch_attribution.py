@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, close, query_model, read_mart  # noqa: E402
+from gpu_marts_helpers import build_lake, close, query_model, read_mart
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
 SIMPLE_ADD = TRACES / "simple_add" / "benchmark_result_493459_1694039959_trace.json.gz"

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from gpu_marts_helpers import build_lake, read_mart
 
 # (first, second) operand shapes of the broadcast elementwise calls seen on real traces
 BROADCASTS = {

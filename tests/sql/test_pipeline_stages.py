@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import comm_reference as ref  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+import comm_reference as ref
+from gpu_marts_helpers import build_lake, read_mart
 
-from tracelake.workloads import profile_pipeline_job  # noqa: E402
+from tracelake.workloads import profile_pipeline_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from gpu_marts_helpers import build_lake, read_mart
 
-from tests.conftest import SHARED_TRACES as TRACES  # noqa: E402
-from tracelake.workloads import GLOO_RUN_ID  # noqa: E402
+from tests.conftest import SHARED_TRACES as TRACES
+from tracelake.workloads import GLOO_RUN_ID
 
 pytestmark = pytest.mark.slow  # tb_plugin parses every file with a full op tree (about a minute)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from comm_fixtures import tp_dp_nccl_rank  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from comm_fixtures import tp_dp_nccl_rank
+from gpu_marts_helpers import build_lake, read_mart
 
-from tracelake.workloads import profile_pipeline_job  # noqa: E402
+from tracelake.workloads import profile_pipeline_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 

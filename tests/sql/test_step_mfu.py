@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diag_fixtures import BASE_NS  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from diag_fixtures import BASE_NS
+from gpu_marts_helpers import build_lake, read_mart
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
@@ -55,11 +55,11 @@ def _train(folder: Path, recompute: bool) -> list[int]:
         prof.export_chrome_trace(str(folder / "rank-0.pt.trace.json"))
         events = prof.events()
         # the exported trace's ProfilerStep#N ranges, which torch's events name ProfilerStep*
-        for step in sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start):
-            per_step.append(CONV_BACKWARD_FLOPS + sum(
-                e.flops or 0 for e in events
-                if e.name in TORCH_MATRIX_OPS and step.time_range.start <= e.time_range.start < step.time_range.end
-            ))
+        steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
+        per_step.extend(CONV_BACKWARD_FLOPS + sum(
+            e.flops or 0 for e in events
+            if e.name in TORCH_MATRIX_OPS and step.time_range.start <= e.time_range.start < step.time_range.end
+        ) for step in steps)
 
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True,
                  schedule=schedule(wait=0, warmup=1, active=2), on_trace_ready=on_ready) as prof:

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diag_fixtures import kernel, launch, step, write_trace  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from diag_fixtures import kernel, launch, step, write_trace
+from gpu_marts_helpers import build_lake, read_mart
 
-from tracelake.workloads import BACKWARD_STRAGGLER_RUN_ID, SKIPPED_COLLECTIVE_RUN_ID, profile_straggler_job  # noqa: E402
+from tracelake.workloads import BACKWARD_STRAGGLER_RUN_ID, SKIPPED_COLLECTIVE_RUN_ID, profile_straggler_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diag_fixtures import allreduce_args, kernel, launch, step, write_trace  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from diag_fixtures import allreduce_args, kernel, launch, step, write_trace
+from gpu_marts_helpers import build_lake, read_mart
 
-from tracelake.workloads import GLOO_RUN_ID, profile_gloo_job  # noqa: E402
+from tracelake.workloads import GLOO_RUN_ID, profile_gloo_job
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
@@ -24,7 +24,7 @@ NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float"  # the name prefix HTA 0.
 LATE_STARTS = {0: 200, 1: 210, 2: 500}
 BALANCED_STARTS = {0: (200, 210), 1: (210, 200)}  # odd steps, even steps: the last arriver alternates
 TIED_STARTS = {0: (500, 200), 1: (200, 300)}  # each arrives last at 2 of 4, rank 0 300 µs late, rank 1 100 µs
-WIDE_STARTS = {**{rank: 200 for rank in range(7)}, 7: 700}  # 8 ranks, rank 7 500 µs late at every step
+WIDE_STARTS = {**dict.fromkeys(range(7), 200), 7: 700}  # 8 ranks, rank 7 500 µs late at every step
 
 
 def _nccl_run(folder: Path, starts: dict[int, object]) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diag_fixtures import CPU_PID, CPU_TID, launch, step, write_trace  # noqa: E402
-from gpu_marts_helpers import build_lake, read_mart  # noqa: E402
+from diag_fixtures import CPU_PID, CPU_TID, launch, step, write_trace
+from gpu_marts_helpers import build_lake, read_mart
 
 MI300X = {"name": "AMD Instinct MI300X", "computeMajor": 9, "computeMinor": 4, "numSms": 304}
 B200 = {"name": "NVIDIA B200", "computeMajor": 10, "computeMinor": 0, "numSms": 148}

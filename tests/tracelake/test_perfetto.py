@@ -11,6 +11,7 @@ import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -39,9 +40,9 @@ window.addEventListener('message', async (event) => {
 class _Handler(SimpleHTTPRequestHandler):
     """Serves the reports folder and the stand-in page; keeps what the stand-in posts."""
 
-    received: list[dict] = []
+    received: ClassVar[list[dict]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         if self.path == "/perfetto.html":
             body = STAND_IN.encode()
             self.send_response(200)
@@ -52,7 +53,7 @@ class _Handler(SimpleHTTPRequestHandler):
         else:
             super().do_GET()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         self.send_response(204)
         self.end_headers()

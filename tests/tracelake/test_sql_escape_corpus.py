@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -158,11 +157,10 @@ def test_every_probe_is_refused_on_a_postgres_catalog(postgres_target: Target) -
 
 
 @pytest.fixture
-def without_the_checker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def without_the_checker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first wall switched off: every statement goes to DuckDB as written (the query's process is a fork, so
     it inherits the patch)."""
     monkeypatch.setattr(tracelake.query, "statement_to_run", lambda con, query, tables: query)
-    yield
 
 
 # What the second wall must stop alone: writes of files inside or outside the lake, and reads outside it.
@@ -212,7 +210,7 @@ def test_the_reader_role_holds_postgres_writes_without_the_checker(
     _, rows = run_sql("select count(*) from kernels", postgres_target.lake.url)
     assert rows[0][0] > 0  # the reader reads the lake
     for query in POSTGRES_WRITES:
-        with pytest.raises(duckdb.Error, match="permission denied|read-only transaction"):
+        with pytest.raises(duckdb.Error, match=r"permission denied|read-only transaction"):
             run_sql(query, postgres_target.lake.url)
     assert server.sql(database, "select count(*) from pg_largeobject_metadata") == "0"
     assert server.sql(database, "select count(*) from pg_tables where schemaname = 'public'") == tables

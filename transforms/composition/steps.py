@@ -39,8 +39,18 @@ from transforms.models import discover_models
 from transforms.report.files import write_run_report
 from transforms.runner import FunctionMemory, MartResult, build_marts, register_run_tables
 
-__all__ = ["stage_trace", "stage_run", "build_tables", "rebuild_tables", "commit_run", "write_report",
-           "BuildSettings", "BuiltTables", "CommittedRun", "AnalysisFailed"]
+__all__ = [
+    "AnalysisFailed",
+    "BuildSettings",
+    "BuiltTables",
+    "CommittedRun",
+    "build_tables",
+    "commit_run",
+    "rebuild_tables",
+    "stage_run",
+    "stage_trace",
+    "write_report",
+]
 
 PROGRESS = logging.getLogger("tracelake.progress")
 """Progress lines for people: ``tracelake ingest`` prints them, Dagster's steps log them."""
