@@ -44,9 +44,9 @@ def _history(lake: Path, run: str) -> tuple[list[dict], str]:
 
 def test_a_run_whose_snapshot_expired_still_has_its_current_version(tmp_path: Path, source: Path) -> None:
     lake = tmp_path / "lake"
-    _ingest(source, lake, FIRST)
+    _ingest(source, lake, FIRST, retention="0 seconds")
     (kept,), _ = _history(lake, FIRST)  # its commit's own record: snapshot, time, fingerprint, source
-    _ingest(source, lake, SECOND)  # with no retention, this commit expires the first run's snapshot
+    _ingest(source, lake, SECOND, retention="0 seconds")  # with no retention, this commit expires the first's snapshot
     (current,), out = _history(lake, FIRST)
     same = ("snapshot_id", "fingerprint", "source", "rebuilt")
     assert [current[k] for k in same] == [kept[k] for k in same], (kept, current)
