@@ -20,8 +20,14 @@ def page_query(name: str) -> SqlModel:
 
 
 def query_rows(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> list[dict[str, Any]]:
-    """The rows of query ``name`` with ``params`` bound (only those its SQL names)."""
-    sql = page_query(name).sql
+    """The rows of query ``name`` with ``params`` bound (only those its SQL names); none where a table it reads is
+    not on ``con`` (a run whose ingest built some of the analysis tables, a lake from before one existed)."""
+    query = page_query(name)
+    readable = {row[0] for row in con.execute(
+        "select table_name from duckdb_tables() union select view_name from duckdb_views()").fetchall()}
+    if not query.deps <= readable:
+        return []
+    sql = query.sql
     bound = {key: value for key, value in params.items() if f"${key}" in sql}
     cursor = con.execute(sql, bound)
     names = [d[0] for d in cursor.description]
