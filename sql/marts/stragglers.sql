@@ -11,14 +11,15 @@
 -- communication kernels start latest within a step. Our verdict joins the two: is_straggler when the rank caused
 -- at least half of all the wait in the run's collectives (caused_wait_ratio >= 0.5), that wait is material (at
 -- least 5 % of the run's collective span: first collective start to last collective end over all ranks), and no
--- other rank arrived last as often (a tie, 4 of 8 against 4 of 8, is no verdict). A balanced job has no
--- straggler; a single-rank run has no row.
+-- other rank caused as much (a tie in the wait caused is no verdict; arriving last as often as another rank is
+-- not a tie when one of them held the others up far longer). A balanced job has no straggler; a single-rank run
+-- has no row.
 -- Per step (straggler_steps): steps, culprit_steps and recurrence_ratio say whether the same rank holds the others
 -- back step after step (a recurring straggler: recurrence_ratio >= 0.5 over 2 or more culprit steps) or the last
 -- arriver moves (noise); cause is the cause straggler_steps gives most of its culprit steps (null on a tie or where
 -- it is the culprit of none).
 -- grain: run_id, rank
--- differs: HTA: a tie in arrivals is no verdict, where HTA's top-k flags every tied rank; the last iteration counts (HTA leaves it out); and a culprit must have caused 5 % of the step or more, where HTA flags a rank in every iteration.
+-- differs: HTA: a tie in the wait caused is no verdict, where HTA's top-k flags every tied rank; the last iteration counts (HTA leaves it out); and a culprit must have caused 5 % of the step or more, where HTA flags a rank in every iteration.
 -- differs: TraceLens: the wait a rank caused is wall time (the union of the intervals it held the others up), where summing every waiting rank's wait counts each late microsecond once per waiting rank.
 -- source: TraceLens NcclAnalyser straggler summary (times_arrived_last, wait_time); HTA 0.5.0
 -- hta/analyzers/straggler.py (late-starting communication kernels); ANCHORS.md §2.3, §4
@@ -91,11 +92,11 @@ shares as (
     select
         per_rank.*,
         caused_wait_ns / nullif(sum(caused_wait_ns) over (partition by per_rank.run_id), 0) as caused_wait_ratio,
-        -- the most often another rank of the run arrived last
-        coalesce(max(arrived_last_count) over (
+        -- the most wait another rank of the run caused
+        coalesce(max(caused_wait_ns) over (
             partition by per_rank.run_id order by per_rank.rank rows between unbounded preceding and unbounded following
             exclude current row
-        ), 0) as others_arrived_last_count,
+        ), 0) as others_caused_wait_ns,
         run_span.span_ns
     from per_rank
     join run_span using (run_id)
@@ -135,7 +136,7 @@ select
     arrived_last_count / collectives as arrived_last_ratio,
     caused_wait_ns,
     coalesce(
-        caused_wait_ratio >= 0.5 and caused_wait_ns >= 0.05 * span_ns and arrived_last_count > others_arrived_last_count,
+        caused_wait_ratio >= 0.5 and caused_wait_ns >= 0.05 * span_ns and caused_wait_ns > others_caused_wait_ns,
         false
     ) as is_straggler,
     coalesce(caused_wait_ratio, 0) as caused_wait_ratio,
