@@ -8,8 +8,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from pipelines.lake.fleet_views import changed_views, fleet_view_sql, read_current_fleet_views
 from pipelines.lake.lake import ALIAS, Lake
 from pipelines.lake.read import open_lake
@@ -34,11 +32,6 @@ def _one_run_lake(tmp_path: Path, catalog: str | None, select: set[str] | None =
     (run,) = discover_runs(str(tmp_path / "traces"))
     ingest_run(run, lake, settings=IngestSettings(report=False), select=select)
     return lake
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog(request: pytest.FixtureRequest) -> str | None:
-    return request.getfixturevalue("postgres_database") if request.param == "postgres" else None
 
 
 def test_a_commit_stores_the_views_and_a_reader_never_lacks_them(tmp_path, catalog):

@@ -9,23 +9,12 @@ them after it lands, and a dead ingest's lease is free at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.databases import start_postgres
 from tests.support.killed_ingests import MOMENTS, direct_against_catalog, kill_ingest_at, staged_entries
 from tests.support.torn_reads import ingest, make_sources
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    with start_postgres() as server:
-        yield server.url(server.create_database())
 
 
 @pytest.mark.slow

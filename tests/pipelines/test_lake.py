@@ -46,12 +46,6 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"a": _source(root / "a", "simple_add"), "b": _source(root / "b", "rocm_mi250")}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog(request: pytest.FixtureRequest) -> str | None:
-    """The lake's catalog: the default SQLite file inside the lake, or a fresh database on a loopback PostgreSQL."""
-    return request.getfixturevalue("postgres_database") if request.param == "postgres" else None
-
-
 def _ingest(source: Path, lake: Path, catalog: str | None, **popen) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "tracelake.cli", "ingest", str(source), "--lake", str(lake)]
     command += ["--catalog", catalog] if catalog else []

@@ -9,7 +9,6 @@ by default) has passed since they were replaced.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -18,19 +17,9 @@ import pytest
 from pipelines.lake.lake import Lake
 from pipelines.lake.maintenance import run_history
 from pipelines.lake.read import open_lake, table_files
-from tests.support.databases import start_postgres
 from tests.support.torn_reads import RUN, counts, ingest, make_sources, read_beside_reingests
 
 SCAN = "select count(*) from {table} where run_id = $run and random() >= 0"  # reads the files, not the statistics
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def catalog(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    with start_postgres() as server:
-        yield server.url(server.create_database())
 
 
 def _tables(lake: str, catalog: str | None) -> list[str]:
